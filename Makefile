@@ -1,0 +1,126 @@
+# cellblock - build, test, install.
+#
+#   make            build everything into build/ (kernelspec included)
+#   make test       build, then C unit tests and the Python suites
+#   make demo       build, then run examples/demo.ipynb through the kernel
+#   make install    PREFIX=/usr/local DESTDIR=...
+#   make SANITIZE=address,undefined test
+#
+# Missing Debian packages are installed by scripts/deps.sh when run as root;
+# otherwise it prints the exact apt-get command and stops.
+
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BUILD     ?= build
+CC        ?= cc
+SANITIZE  ?=
+PYTEST_ARGS ?=
+
+# A Python that has jupyter_client (the pyenv python3 on PATH may not).
+TEST_PYTHON ?= $(shell for p in /usr/bin/python3 python3; do \
+    $$p -c 'import jupyter_client' >/dev/null 2>&1 && { command -v $$p; break; }; done)
+# The interpreter that runs inside the sandbox (baked into the kernelspec).
+SANDBOX_PYTHON ?= /usr/bin/python3
+
+PKGS      := libzmq libczmq jansson libsodium libseccomp
+DEPS_OK   := $(BUILD)/.deps-ok
+
+CFLAGS_BASE := -std=gnu11 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat=2 \
+               -Wformat-nonliteral -Wshadow -Wvla -fno-strict-aliasing -Iisolate -I.
+ifneq ($(SANITIZE),)
+CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
+LDFLAGS     += -fsanitize=$(SANITIZE)
+endif
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+
+ISOLATE_SRC   := $(wildcard isolate/*.c)
+ARTIFACTS_SRC := $(wildcard artifacts/*.c)
+LAUNCHER_SRC  := $(filter-out launcher/main.c,$(wildcard launcher/*.c))
+KERNEL_SRC    := $(filter-out kernel/main.c,$(wildcard kernel/*.c))
+LIB_SRC       := $(ISOLATE_SRC) $(ARTIFACTS_SRC) $(LAUNCHER_SRC) $(KERNEL_SRC)
+LIB_OBJ       := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+UNIT_SRC      := $(wildcard tests/unit/test_*.c)
+UNIT_BIN      := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+KERNEL_BIN   := $(BUILD)/bin/cellblock-kernel
+LAUNCHER_BIN := $(BUILD)/libexec/cellblock/cellblock-launcher
+RUNNER_DIR   := $(BUILD)/share/cellblock/runner
+RUNNER_SRC   := $(wildcard launcher/runner/*.py)
+RUNNER_OUT   := $(RUNNER_SRC:launcher/runner/%=$(RUNNER_DIR)/%)
+KSPEC_DIR    := $(BUILD)/share/jupyter/kernels/cellblock
+KSPEC        := $(KSPEC_DIR)/kernel.json
+
+.PHONY: all deps test unit pytest demo install clean bench indent
+all: $(KERNEL_BIN) $(LAUNCHER_BIN) $(RUNNER_OUT) $(KSPEC)
+
+deps: $(DEPS_OK)
+$(DEPS_OK): scripts/deps.sh
+	@sh scripts/deps.sh
+	@mkdir -p $(@D) && touch $@
+
+$(BUILD)/obj/%.o: %.c $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libcellblock.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(KERNEL_BIN): $(BUILD)/obj/kernel/main.o $(BUILD)/libcellblock.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(LAUNCHER_BIN): $(BUILD)/obj/launcher/main.o $(BUILD)/libcellblock.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(RUNNER_DIR)/%.py: launcher/runner/%.py
+	@mkdir -p $(@D)
+	cp $< $@
+
+$(KSPEC): $(KERNEL_BIN) kernelspec/kernel.json.in $(wildcard kernelspec/logo-*)
+	@mkdir -p $(@D)
+	sed -e 's|@KERNEL@|$(abspath $(KERNEL_BIN))|g' \
+	    -e 's|@PYTHON@|$(SANDBOX_PYTHON)|g' kernelspec/kernel.json.in > $@
+	cp kernelspec/logo-* $(@D)/ 2>/dev/null || true
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/tap.h $(BUILD)/libcellblock.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Itests/unit -o $@ $< \
+	    $(BUILD)/libcellblock.a $(PKG_LIBS)
+
+unit: $(UNIT_BIN) all
+	@set -e; for t in $(UNIT_BIN); do echo "# $$t"; $$t; done
+
+pytest: all
+	@test -n "$(TEST_PYTHON)" || { echo "no Python with jupyter_client found; run: sh scripts/deps.sh"; exit 1; }
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
+
+test: unit pytest
+
+demo: all
+	$(TEST_PYTHON) examples/demo.py
+
+bench: all
+	$(TEST_PYTHON) bench/bench.py
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/cellblock \
+	    $(DESTDIR)$(PREFIX)/share/cellblock/runner $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellblock
+	install -m 755 $(KERNEL_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(LAUNCHER_BIN) $(DESTDIR)$(PREFIX)/libexec/cellblock/
+	install -m 644 $(RUNNER_OUT) $(DESTDIR)$(PREFIX)/share/cellblock/runner/
+	sed -e 's|@KERNEL@|$(PREFIX)/bin/cellblock-kernel|g' \
+	    -e 's|@PYTHON@|$(SANDBOX_PYTHON)|g' kernelspec/kernel.json.in \
+	    > $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellblock/kernel.json
+	cp kernelspec/logo-* $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellblock/ 2>/dev/null || true
+
+indent:
+	clang-format -i $(wildcard */*.c */*.h tests/unit/*.c tests/unit/*.h)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(LIB_OBJ:.o=.d) $(BUILD)/obj/kernel/main.d $(BUILD)/obj/launcher/main.d

@@ -1,0 +1,46 @@
+/*
+ * util.c - EINTR-safe fd helpers shared by the kernel, launcher and tests.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+int cb_write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t) w;
+    }
+    return 0;
+}
+
+int cb_read_all(int fd, void *buf, size_t len) {
+    char *p = buf;
+    while (len > 0) {
+        ssize_t r = read(fd, p, len);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (r == 0) {
+            errno = 0;
+            return -1;
+        }
+        p += r;
+        len -= (size_t) r;
+    }
+    return 0;
+}
+
+int cb_set_nonblock(int fd, int on) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) return -1;
+    fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+    return fcntl(fd, F_SETFL, fl);
+}

@@ -1,0 +1,42 @@
+/*
+ * util.h - scope cleanup (after bubblewrap utils.h) and EINTR-safe fd
+ * helpers (after libuv).  cb_autofree/cb_autofd release at scope exit;
+ * steal_pointer/steal_fd hand ownership out.
+ */
+#ifndef CB_UTIL_H
+#define CB_UTIL_H
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+static inline void cb_freep(void *p) { free(*(void **) p); }
+static inline void cb_closep(int *fd) {
+    if (*fd >= 0) (void) close(*fd); /* never retried on EINTR */
+}
+#define cb_autofree __attribute__((cleanup(cb_freep)))
+#define cb_autofd __attribute__((cleanup(cb_closep)))
+
+static inline void *cb_steal_pointer(void *pp) {
+    void **p = (void **) pp;
+    void *v = *p;
+    *p = NULL;
+    return v;
+}
+#define steal_pointer(pp) ((__typeof__(*(pp))) cb_steal_pointer(pp))
+
+static inline int steal_fd(int *fd) {
+    int v = *fd;
+    *fd = -1;
+    return v;
+}
+
+/* write(2) all of buf, looping on EINTR and short writes. 0 ok, -1 errno. */
+int cb_write_all(int fd, const void *buf, size_t len);
+/* read(2) exactly len bytes. 0 ok, -1 errno (EPIPE-like: errno=0 on EOF). */
+int cb_read_all(int fd, void *buf, size_t len);
+/* Set or clear O_NONBLOCK. 0 ok, -1 errno. */
+int cb_set_nonblock(int fd, int on);
+
+#endif

@@ -1,0 +1,26 @@
+#!/bin/sh
+# deps.sh - make sure the Debian packages cellblock builds and tests with are
+# present.  As root it installs what is missing with apt-get; otherwise it
+# prints the exact command and fails.
+set -eu
+PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libsodium-dev
+libseccomp-dev python3-jupyter-client python3-ipykernel python3-jupyter-kernel-test
+python3-pytest python3-numpy python3-pandas python3-matplotlib python3-nbclient
+jupyter-console python3-notebook python3-nbconvert tmux procps iproute2"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' \
+        || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+    echo "deps.sh: installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing
+else
+    echo "deps.sh: missing Debian packages:$missing"
+    echo "run: sudo apt-get update && sudo apt-get install -y$missing"
+    exit 1
+fi
