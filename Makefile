@@ -26,7 +26,7 @@ PKGS      := libzmq libczmq jansson libsodium libseccomp
 DEPS_OK   := $(BUILD)/.deps-ok
 
 CFLAGS_BASE := -std=gnu11 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat=2 \
-               -Wformat-nonliteral -Wshadow -Wvla -fno-strict-aliasing -Iisolate -I.
+               -Wformat-nonliteral -Wshadow -Wvla -fno-strict-aliasing -iquote isolate -iquote .
 ifneq ($(SANITIZE),)
 CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
 LDFLAGS     += -fsanitize=$(SANITIZE)
@@ -88,7 +88,7 @@ $(KSPEC): $(KERNEL_BIN) kernelspec/kernel.json.in $(wildcard kernelspec/logo-*)
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/tap.h $(BUILD)/libcellblock.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Itests/unit -o $@ $< \
+	$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -iquote tests/unit -o $@ $< \
 	    $(BUILD)/libcellblock.a $(PKG_LIBS)
 
 unit: $(UNIT_BIN) all

@@ -1,0 +1,194 @@
+/*
+ * wire.c - parse and build Jupyter wire messages (see wire.h).
+ *
+ * Parsing order matters: count and bound frames, find the delimiter, verify
+ * the HMAC over the raw bytes, and only then hand bytes to jansson.  Nothing
+ * from the network reaches an assert.
+ */
+#include "kernel/wire.h"
+
+#include "limits.h"
+#include "log.h"
+
+#include <sodium.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+const char *cb_wire_strerror(int reason) {
+    switch (reason) {
+    case CB_WIRE_ENODELIM: return "no <IDS|MSG> delimiter within the identity limit";
+    case CB_WIRE_ESHORT: return "fewer than 5 frames after the delimiter";
+    case CB_WIRE_ESIZE: return "frame or message over the size limit";
+    case CB_WIRE_ESIG: return "missing or invalid signature";
+    case CB_WIRE_EREPLAY: return "duplicate signature (replay)";
+    case CB_WIRE_EJSON: return "a part is not a JSON object";
+    case CB_WIRE_EHEADER: return "header lacks msg_id/msg_type";
+    default: return "unknown";
+    }
+}
+
+void cb_msg_clear(cb_msg_t *m) {
+    for (size_t i = 0; i < m->n_idents; i++) zframe_destroy(&m->idents[i]);
+    free(m->idents);
+    json_decref(m->header);
+    json_decref(m->parent);
+    json_decref(m->metadata);
+    json_decref(m->content);
+    memset(m, 0, sizeof *m);
+}
+
+static json_t *s_load_object(zframe_t *f) {
+    json_t *v = json_loadb((const char *) zframe_data(f), zframe_size(f), 0, NULL);
+    if (v != NULL && !json_is_object(v)) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
+}
+
+int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out) {
+    memset(out, 0, sizeof *out);
+    size_t n = zmsg_size(msg);
+    if (n > CB_WIRE_MAX_IDENTS + 6 + CB_WIRE_MAX_BUFFERS) return -CB_WIRE_ESIZE;
+    if (zmsg_content_size(msg) > CB_WIRE_MAX_MSG_BYTES) return -CB_WIRE_ESIZE;
+
+    zframe_t *frames[CB_WIRE_MAX_IDENTS + 6 + CB_WIRE_MAX_BUFFERS];
+    size_t i = 0;
+    for (zframe_t *f = zmsg_first(msg); f != NULL; f = zmsg_next(msg)) {
+        if (zframe_size(f) > CB_WIRE_MAX_FRAME_BYTES) return -CB_WIRE_ESIZE;
+        frames[i++] = f;
+    }
+    size_t delim = n;
+    const size_t dlen = sizeof CB_WIRE_DELIM - 1;
+    for (i = 0; i < n && i <= CB_WIRE_MAX_IDENTS; i++) {
+        if (zframe_size(frames[i]) == dlen && memcmp(zframe_data(frames[i]), CB_WIRE_DELIM, dlen) == 0) {
+            delim = i;
+            break;
+        }
+        if (zframe_size(frames[i]) > CB_WIRE_MAX_IDENT_BYTES) return -CB_WIRE_ESIZE;
+    }
+    if (delim == n) return -CB_WIRE_ENODELIM;
+    if (n - delim - 1 < 5) return -CB_WIRE_ESHORT;
+
+    zframe_t *sig = frames[delim + 1];
+    cb_auth_part_t parts[4];
+    for (int k = 0; k < 4; k++) {
+        parts[k].data = zframe_data(frames[delim + 2 + k]);
+        parts[k].len = zframe_size(frames[delim + 2 + k]);
+    }
+    int v = cb_auth_verify(auth, (const char *) zframe_data(sig), zframe_size(sig), parts);
+    if (v == -1) return -CB_WIRE_ESIG;
+    if (v == -2) return -CB_WIRE_EREPLAY;
+
+    out->header = s_load_object(frames[delim + 2]);
+    out->parent = s_load_object(frames[delim + 3]);
+    out->metadata = s_load_object(frames[delim + 4]);
+    out->content = s_load_object(frames[delim + 5]);
+    if (!out->header || !out->parent || !out->metadata || !out->content) {
+        cb_msg_clear(out);
+        return -CB_WIRE_EJSON;
+    }
+    json_t *t = json_object_get(out->header, "msg_type");
+    json_t *id = json_object_get(out->header, "msg_id");
+    if (!json_is_string(t) || !json_is_string(id) || json_string_length(t) == 0) {
+        cb_msg_clear(out);
+        return -CB_WIRE_EHEADER;
+    }
+    out->msg_type = json_string_value(t);
+    out->msg_id = json_string_value(id);
+    out->n_buffers = n - delim - 6;
+    if (delim > 0) {
+        out->idents = calloc(delim, sizeof *out->idents);
+        if (out->idents == NULL) {
+            cb_msg_clear(out);
+            return -CB_WIRE_ESIZE;
+        }
+        for (i = 0; i < delim; i++) out->idents[i] = zframe_dup(frames[i]);
+        out->n_idents = delim;
+    }
+    return 0;
+}
+
+void cb_uuid(char buf[37]) {
+    uint8_t b[16];
+    randombytes_buf(b, sizeof b);
+    b[6] = (uint8_t) ((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t) ((b[8] & 0x3f) | 0x80);
+    char hex[33];
+    sodium_bin2hex(hex, sizeof hex, b, sizeof b);
+    snprintf(buf, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
+}
+
+void cb_iso_now(char buf[32]) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char day[24];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, 32, "%.19s.%06uZ", day, (unsigned) ((unsigned long) ts.tv_nsec / 1000u % 1000000u));
+}
+
+void cb_wire_ctx_init(cb_wire_ctx_t *ctx, cb_auth_t *auth) {
+    ctx->auth = auth;
+    cb_uuid(ctx->session);
+    ctx->username = "cellblock";
+    ctx->version = "5.3";
+}
+
+int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents,
+                 size_t n_idents, const char *topic, const char *msg_type, const json_t *parent,
+                 json_t *metadata, json_t *content) {
+    char msg_id[37], date[32];
+    cb_uuid(msg_id);
+    cb_iso_now(date);
+    json_auto_t *header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", msg_id, "session",
+                                    ctx->session, "username", ctx->username, "date", date,
+                                    "msg_type", msg_type, "version", ctx->version);
+    json_auto_t *meta = metadata ? metadata : json_object();
+    json_auto_t *cont = content ? content : json_object();
+    char *bytes[4] = {NULL, NULL, NULL, NULL};
+    int rc = -1;
+    zmsg_t *msg = NULL;
+    if (header == NULL || meta == NULL || cont == NULL) goto out;
+    bytes[0] = json_dumps(header, JSON_COMPACT);
+    bytes[1] = parent ? json_dumps(parent, JSON_COMPACT) : strdup("{}");
+    bytes[2] = json_dumps(meta, JSON_COMPACT);
+    bytes[3] = json_dumps(cont, JSON_COMPACT);
+    for (int k = 0; k < 4; k++)
+        if (bytes[k] == NULL) {
+            LOG_E("json_dumps failed for %s", msg_type);
+            goto out;
+        }
+    cb_auth_part_t parts[4];
+    for (int k = 0; k < 4; k++) parts[k] = (cb_auth_part_t){bytes[k], strlen(bytes[k])};
+    char sig[65];
+    cb_auth_sign(ctx->auth, parts, sig);
+
+    msg = zmsg_new();
+    if (topic != NULL || idents == NULL) {
+        if (topic != NULL) {
+            zmsg_addstr(msg, topic);
+        } else if (n_idents == 0 && idents == NULL && zsock_type(sock) == ZMQ_PUB) {
+            char t[128];
+            snprintf(t, sizeof t, "kernel.%s.%s", ctx->session, msg_type);
+            zmsg_addstr(msg, t);
+        }
+    } else {
+        for (size_t i = 0; i < n_idents; i++) zmsg_append(msg, &(zframe_t *){zframe_dup(idents[i])});
+    }
+    zmsg_addstr(msg, CB_WIRE_DELIM);
+    zmsg_addstr(msg, sig);
+    for (int k = 0; k < 4; k++) zmsg_addmem(msg, bytes[k], strlen(bytes[k]));
+    if (zmsg_send(&msg, sock) != 0) {
+        LOG_W("zmsg_send %s failed: %s", msg_type, zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    LOG_D("sent %s %s", msg_type, msg_id);
+    rc = 0;
+out:
+    zmsg_destroy(&msg);
+    for (int k = 0; k < 4; k++) free(bytes[k]);
+    return rc;
+}
