@@ -1,0 +1,105 @@
+/*
+ * landlock.c - Landlock ruleset for the runner.
+ *
+ * Reads and execution stay governed by the mounts (everything visible is
+ * read-only anyway); Landlock adds a second, independent wall around
+ * writes, which still holds if a bind were ever mounted writable by
+ * mistake.  Rights are taken per ABI version: REFER (2), TRUNCATE (3);
+ * ABI 6 scopes signals and abstract unix sockets to the Landlock domain
+ * (useful with --network host, where the host's abstract sockets are in
+ * reach).  The system headers may predate newer ABIs, so the values we need
+ * are defined here when missing.
+ */
+#include "landlock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#endif
+#ifndef LANDLOCK_SCOPE_SIGNAL
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
+#endif
+#ifndef LANDLOCK_CREATE_RULESET_VERSION
+#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
+#endif
+#define S_ABI_REFER 2    /* first ABI with REFER */
+#define S_ABI_TRUNCATE 3 /* first ABI with TRUNCATE */
+#define S_ABI_SCOPE 6    /* first ABI with scoped signals/sockets */
+
+/* struct landlock_ruleset_attr as of ABI 6 (fs, net, scoped) */
+struct s_ruleset_attr {
+    uint64_t handled_access_fs;  /* rights the ruleset governs */
+    uint64_t handled_access_net; /* unused: the net namespace does this */
+    uint64_t scoped;             /* LANDLOCK_SCOPE_* */
+};
+
+#define S_FS_WRITE_FILE (LANDLOCK_ACCESS_FS_WRITE_FILE)
+#define S_FS_WRITE_DIR                                                                  \
+    (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |                    \
+     LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |                    \
+     LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |                        \
+     LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |                      \
+     LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM)
+
+int cb_landlock_abi(void) {
+    long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return v < 0 ? 0 : (int) v;
+}
+
+static int s_rule(int ruleset, const char *path, uint64_t access) {
+    int fd = open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? 0 : -1;
+    struct landlock_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
+    long rc = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc < 0 ? -1 : 0;
+}
+
+int cb_landlock_apply(int abi, const char *const *dirs, const char *const *files) {
+    if (abi <= 0) {
+        errno = ENOSYS;
+        return -1;
+    }
+    uint64_t extra_dir = 0, extra_file = 0;
+    if (abi >= S_ABI_REFER) extra_dir |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= S_ABI_TRUNCATE) {
+        extra_dir |= LANDLOCK_ACCESS_FS_TRUNCATE;
+        extra_file |= LANDLOCK_ACCESS_FS_TRUNCATE;
+    }
+    struct s_ruleset_attr attr = {.handled_access_fs = S_FS_WRITE_DIR | extra_dir};
+    size_t attr_size = offsetof(struct s_ruleset_attr, handled_access_net);
+    if (abi >= S_ABI_SCOPE) {
+        attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+        attr_size = sizeof attr;
+    }
+    int rs = (int) syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
+    if (rs < 0) return -1;
+    int rc = -1;
+    for (size_t i = 0; dirs != NULL && dirs[i] != NULL; i++)
+        if (s_rule(rs, dirs[i], S_FS_WRITE_DIR | extra_dir) < 0) goto out;
+    for (size_t i = 0; files != NULL && files[i] != NULL; i++)
+        if (s_rule(rs, files[i], S_FS_WRITE_FILE | extra_file) < 0) goto out;
+    if (syscall(SYS_landlock_restrict_self, rs, 0) < 0) goto out;
+    rc = 0;
+out:;
+    int e = errno;
+    close(rs);
+    errno = e;
+    return rc;
+}

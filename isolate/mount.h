@@ -1,0 +1,67 @@
+/*
+ * mount.h - the sandbox's filesystem: a plan built by the launcher, run by
+ * the sandbox's init in its new mount namespace.
+ *
+ * The plan names every host path by its resolved real path, so nothing is
+ * looked up through a symlink after the old root moves.  Running it is
+ * async-signal-safe (system calls on plan memory only).
+ */
+#ifndef CB_MOUNT_H
+#define CB_MOUNT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "sandbox_limits.h"
+
+typedef enum {
+    CB_MNT_DIR,     /* mkdir -p dst */
+    CB_MNT_BIND_RO, /* bind src read-only, nosuid, nodev (recursively) */
+    CB_MNT_BIND_DEV,/* bind a device node src (rw, nosuid, noexec) */
+    CB_MNT_TMPFS,   /* tmpfs at dst with options data */
+    CB_MNT_SYMLINK, /* symlink dst -> src */
+    CB_MNT_FILE,    /* regular file dst with content data, mode */
+    CB_MNT_PROC,    /* new procfs */
+    CB_MNT_RDONLY,  /* remount dst (already a mount) read-only */
+} cb_mount_kind_t;
+
+typedef struct {
+    cb_mount_kind_t kind; /* what to do */
+    char *src;            /* "/oldroot/<realpath>" or symlink target; owned */
+    char *dst;            /* "/newroot/<path>"; owned */
+    char *data;           /* tmpfs options or file content; owned */
+    unsigned mode;        /* file/dir mode */
+    bool src_is_dir;      /* BIND_*: the source is a directory */
+} cb_mount_op_t;
+
+typedef struct {
+    cb_mount_op_t ops[CB_SANDBOX_MOUNTS_MAX]; /* in execution order */
+    size_t n;                                 /* used entries */
+    char stage[CB_PATH_MAX];                  /* host dir the staging tmpfs covers */
+} cb_mount_plan_t;
+
+/* Plan building (launcher side; these allocate and may log). */
+void cb_mount_plan_init(cb_mount_plan_t *p);
+void cb_mount_plan_fini(cb_mount_plan_t *p);
+/* Bind host path (resolved with realpath) at sandbox path, read-only.
+ * Symlinked host paths (merged /usr: /lib -> usr/lib) become symlinks in
+ * the sandbox when keep_symlink.  optional: a missing host path is fine.
+ * 0 ok (or skipped), -1 errno. */
+int cb_mount_plan_bind(cb_mount_plan_t *p, const char *host, const char *sandbox,
+                       bool optional, bool keep_symlink);
+int cb_mount_plan_dev(cb_mount_plan_t *p, const char *name); /* /dev/<name> */
+int cb_mount_plan_tmpfs(cb_mount_plan_t *p, const char *sandbox, const char *options);
+int cb_mount_plan_symlink(cb_mount_plan_t *p, const char *target, const char *sandbox);
+int cb_mount_plan_file(cb_mount_plan_t *p, const char *sandbox, const char *content,
+                       unsigned mode);
+int cb_mount_plan_dir(cb_mount_plan_t *p, const char *sandbox, unsigned mode);
+int cb_mount_plan_proc(cb_mount_plan_t *p, const char *sandbox);
+int cb_mount_plan_rdonly(cb_mount_plan_t *p, const char *sandbox);
+
+/* Async-signal-safe: make / private, build the new root from the plan,
+ * pivot into it, detach the old root, make / read-only.  0 ok; -1 errno,
+ * *failed = index of the failing op (-1: a fixed step). */
+int cb_mount_run(const cb_mount_plan_t *p, int *failed);
+
+#endif

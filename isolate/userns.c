@@ -1,0 +1,92 @@
+/*
+ * userns.c - map one id into the sandbox's user namespace.
+ *
+ * Unprivileged, a process may map exactly its own uid and gid, and must
+ * deny setgroups first.  We map the kernel user's ids to the sandbox ids
+ * (65534 by default), so nothing inside is uid 0 and files the sandbox
+ * writes belong to the kernel's user on the host.
+ */
+#include "userns.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sandbox_limits.h"
+#include "util.h"
+
+#define S_MAP_LINE_MAX 64 /* "inner outer 1\n" */
+#define S_SYSCTL_MAX 32   /* bytes of a sysctl value */
+
+static int s_write_file(pid_t pid, const char *file, const char *value) {
+    char path[CB_OPT_MAX_NAME];
+    (void) snprintf(path, sizeof path, "/proc/%ld/%s", (long) pid, file);
+    cb_autofd int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        PLOG_E("open(%s)", path);
+        return -1;
+    }
+    if (cb_write_all(fd, value, strlen(value)) < 0) {
+        PLOG_E("write(%s, %s)", path, value);
+        return -1;
+    }
+    return 0;
+}
+
+int cb_userns_write_maps(pid_t pid, uid_t inner_uid, uid_t outer_uid, gid_t inner_gid,
+                         gid_t outer_gid) {
+    char line[S_MAP_LINE_MAX];
+    if (s_write_file(pid, "setgroups", "deny") < 0 && errno != ENOENT) return -1;
+    (void) snprintf(line, sizeof line, "%lu %lu 1\n", (unsigned long) inner_uid,
+                    (unsigned long) outer_uid);
+    if (s_write_file(pid, "uid_map", line) < 0) return -1;
+    (void) snprintf(line, sizeof line, "%lu %lu 1\n", (unsigned long) inner_gid,
+                    (unsigned long) outer_gid);
+    if (s_write_file(pid, "gid_map", line) < 0) return -1;
+    return 0;
+}
+
+static long s_sysctl(const char *path) {
+    char buf[S_SYSCTL_MAX] = "";
+    cb_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    return atol(buf);
+}
+
+void cb_userns_diagnose(int err, char *buf, size_t len) {
+    if (s_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1) {
+        (void) snprintf(buf, len,
+                        "unprivileged user namespaces are restricted by AppArmor "
+                        "(kernel.apparmor_restrict_unprivileged_userns=1); install the profile "
+                        "shipped in launcher/apparmor/cellblock-launcher into /etc/apparmor.d/ "
+                        "and run apparmor_parser -r on it, or run the kernel as root");
+    } else if (s_sysctl("/proc/sys/kernel/unprivileged_userns_clone") == 0) {
+        (void) snprintf(buf, len,
+                        "unprivileged user namespaces are disabled "
+                        "(kernel.unprivileged_userns_clone=0); enable them with sysctl -w "
+                        "kernel.unprivileged_userns_clone=1, or run the kernel as root");
+    } else if (s_sysctl("/proc/sys/user/max_user_namespaces") == 0) {
+        (void) snprintf(buf, len,
+                        "user namespaces are disabled (user.max_user_namespaces=0); set it to "
+                        "a positive value with sysctl, or run the kernel as root");
+    } else if (err == EPERM) {
+        (void) snprintf(buf, len,
+                        "creating namespaces was refused (EPERM): inside a container the "
+                        "runtime's seccomp profile or missing capabilities forbid it; run the "
+                        "container with --security-opt seccomp=unconfined --security-opt "
+                        "apparmor=unconfined (Docker/Podman) or grant user namespaces");
+    } else if (err == ENOSPC || err == EUSERS) {
+        (void) snprintf(buf, len,
+                        "the namespace limit is reached (%s); raise user.max_user_namespaces "
+                        "and friends under /proc/sys/user/",
+                        strerror(err));
+    } else {
+        (void) snprintf(buf, len, "creating namespaces failed: %s", strerror(err));
+    }
+}

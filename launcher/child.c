@@ -1,0 +1,141 @@
+/*
+ * child.c - the parts of the launcher that run in a freshly forked or
+ * cloned child, plus the plan the parent prepares for it.
+ *
+ * The child of a single-threaded parent could in principle call malloc, but
+ * the init of the sandbox lives on for the whole session and the runner's
+ * setup happens in a new mount namespace with no /etc: we keep both to raw
+ * system calls on memory prepared beforehand (nsjail, libuv).
+ */
+#include "child.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+static const char *const s_step_names[CB_STEP_COUNT] = {
+    [CB_STEP_NONE] = "none",
+    [CB_STEP_CLONE] = "clone(CLONE_NEWUSER|NEWPID|NEWNS|NEWNET|NEWIPC|NEWUTS)",
+    [CB_STEP_IDMAP] = "writing uid_map/gid_map",
+    [CB_STEP_SYNC] = "waiting for the launcher",
+    [CB_STEP_CGROUP_NS] = "unshare(CLONE_NEWCGROUP)",
+    [CB_STEP_HOSTNAME] = "sethostname",
+    [CB_STEP_NET] = "bringing up loopback",
+    [CB_STEP_MOUNT] = "building the sandbox filesystem",
+    [CB_STEP_PROC] = "mounting /proc",
+    [CB_STEP_PIVOT] = "pivot_root",
+    [CB_STEP_WORKDIR] = "passing the workdir",
+    [CB_STEP_FORK] = "forking the runner",
+    [CB_STEP_SETSID] = "setsid",
+    [CB_STEP_CHDIR] = "chdir to the workdir",
+    [CB_STEP_RLIMIT] = "setrlimit",
+    [CB_STEP_CAPS] = "dropping ids and capabilities",
+    [CB_STEP_NNP] = "prctl(PR_SET_NO_NEW_PRIVS)",
+    [CB_STEP_LANDLOCK] = "landlock_restrict_self",
+    [CB_STEP_FDS] = "close_range",
+    [CB_STEP_SECCOMP] = "loading the seccomp filter",
+    [CB_STEP_EXEC] = "execve of the interpreter",
+};
+
+const char *cb_step_name(int step) {
+    if (step < 0 || step >= CB_STEP_COUNT || s_step_names[step] == NULL) return "unknown step";
+    return s_step_names[step];
+}
+
+static int s_env(cb_exec_plan_t *p, size_t *n, const char *name, const char *value) {
+    if (*n >= CB_ENV_MAX) {
+        errno = E2BIG;
+        return -1;
+    }
+    int w = snprintf(p->env_buf[*n], CB_ENV_ENTRY_MAX, "%s=%s", name, value);
+    if (w < 0 || (size_t) w >= CB_ENV_ENTRY_MAX) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    p->envp[*n] = p->env_buf[*n];
+    (*n)++;
+    return 0;
+}
+
+static int s_copy(char *dst, size_t len, const char *src) {
+    int w = snprintf(dst, len, "%s", src);
+    if (w < 0 || (size_t) w >= len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+int cb_exec_plan_init(cb_exec_plan_t *p, const char *python, const char *runner,
+                      const char *workdir, const char *user) {
+    memset(p, 0, sizeof *p);
+    if (s_copy(p->python, sizeof p->python, python) < 0 ||
+        s_copy(p->runner, sizeof p->runner, runner) < 0 ||
+        s_copy(p->workdir, sizeof p->workdir, workdir) < 0)
+        return -1;
+    size_t n = 0;
+    if (s_env(p, &n, "PATH", CB_SANDBOX_PATH) < 0 || s_env(p, &n, "HOME", workdir) < 0 ||
+        s_env(p, &n, "LANG", CB_SANDBOX_LANG) < 0 || s_env(p, &n, "LC_ALL", CB_SANDBOX_LANG) < 0 ||
+        s_env(p, &n, "TERM", "dumb") < 0 || s_env(p, &n, "MPLBACKEND", "Agg") < 0 ||
+        s_env(p, &n, "PYTHONDONTWRITEBYTECODE", "1") < 0 || s_env(p, &n, "CELLBLOCK", "1") < 0 ||
+        s_env(p, &n, "TMPDIR", "/tmp") < 0 || s_env(p, &n, "USER", user) < 0)
+        return -1;
+    p->envp[n] = NULL;
+    p->argv[0] = p->python;
+    p->argv[1] = (char *) "-I";
+    p->argv[2] = (char *) "-u";
+    p->argv[3] = p->runner;
+    p->argv[4] = NULL;
+    return 0;
+}
+
+void cb_child_reset_signals(void) {
+    sigset_t all;
+    sigemptyset(&all);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP) continue;
+        (void) sigaction(sig, &sa, NULL); /* EINVAL for glibc-reserved ones */
+    }
+    (void) sigprocmask(SIG_SETMASK, &all, NULL);
+}
+
+void cb_child_fail(int errfd, cb_step_t step, int arg) {
+    cb_child_err_t e = {.step = (int) step, .err = errno, .arg = arg};
+    (void) cb_write_all(errfd, &e, sizeof e);
+    _exit(127);
+}
+
+int cb_child_prepare_fds(void) {
+    if (syscall(SYS_close_range, CB_FD_EVENT + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0) return -1;
+    for (int fd = 0; fd <= CB_FD_EVENT; fd++)
+        if (fcntl(fd, F_SETFD, 0) < 0) return -1;
+    return 0;
+}
+
+int cb_child_read_err(int fd, cb_child_err_t *out) {
+    memset(out, 0, sizeof *out);
+    for (;;) {
+        ssize_t r = read(fd, out, sizeof *out);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) return 0;
+        if ((size_t) r != sizeof *out) {
+            errno = EPROTO;
+            return -1;
+        }
+        return 1;
+    }
+}

@@ -1,0 +1,56 @@
+/*
+ * options.h - the launcher's command line (docs/RUNNER_PROTOCOL.md section 1).
+ *
+ * Parsing is pure: it fills a struct and, on error, a message for the user;
+ * it never exits or logs, so the unit test can drive it.
+ */
+#ifndef CB_LAUNCHER_OPTIONS_H
+#define CB_LAUNCHER_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "log.h"
+#include "sandbox_limits.h"
+
+typedef enum {
+    CB_SANDBOX_FULL = 0, /* all confinement (default) */
+    CB_SANDBOX_NONE = 1, /* nothing: debugging only */
+} cb_sandbox_mode_t;
+
+typedef struct {
+    const char *host;    /* absolute host path (argv memory, borrowed) */
+    const char *sandbox; /* absolute path inside the sandbox (borrowed) */
+    char *buf;           /* owned copy of "HOST:SANDBOX" split at ':' */
+} cb_ro_bind_t;
+
+typedef struct {
+    cb_sandbox_mode_t sandbox;        /* --sandbox */
+    long memory_mb;                   /* --memory */
+    long pids;                        /* --pids */
+    double cpus;                      /* --cpus */
+    long disk_mb;                     /* --disk */
+    long open_files;                  /* --open-files */
+    bool network_host;                /* --network host */
+    uid_t uid;                        /* --uid (used when launched as root) */
+    gid_t gid;                        /* --gid */
+    bool require_limits;              /* --require-limits */
+    cb_log_level_t log_level;         /* --log-level */
+    const char *workdir_name;         /* --workdir-name (unused in v1) */
+    const char *python;               /* --python (borrowed from argv) */
+    const char *runner;               /* --runner (borrowed from argv) */
+    cb_ro_bind_t ro_binds[CB_OPT_MAX_RO_BINDS]; /* --ro-bind */
+    size_t n_ro_binds;                /* used entries of ro_binds */
+    bool help;                        /* --help was given */
+} cb_options_t;
+
+/* Parses argv.  0 ok (opts filled; opts->help may be set), -1 bad usage with
+ * a one-line reason in err.  Call cb_options_fini afterwards either way. */
+int cb_options_parse(int argc, char **argv, cb_options_t *opts, char *err, size_t err_len);
+/* Frees what parse allocated. */
+void cb_options_fini(cb_options_t *opts);
+/* Writes the --help text to fd. */
+void cb_options_usage(int fd);
+
+#endif

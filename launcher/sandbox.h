@@ -1,0 +1,42 @@
+/*
+ * sandbox.h - --sandbox full: build the sandbox from the isolate/ steps,
+ * start the runner in it, and tear it all down.
+ *
+ * Process shape: launcher (host, supervisor) -> init (pid 1 of the new pid
+ * namespace; reaps, forwards signals, reports the runner's status) -> runner.
+ */
+#ifndef CB_LAUNCHER_SANDBOX_H
+#define CB_LAUNCHER_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "options.h"
+
+typedef struct cb_sandbox cb_sandbox_t;
+
+/* Plans the sandbox (paths, filter, limits) from opts (borrowed; must
+ * outlive the object).  NULL on failure (out of memory). */
+cb_sandbox_t *cb_sandbox_new(const cb_options_t *opts);
+/* Kills what is left, removes cgroups and staging.  Idempotent, NULL ok. */
+void cb_sandbox_destroy(cb_sandbox_t **self_p);
+/* Sets everything up and starts the runner; sends the isolation, workdir
+ * and started reports.  *child = the pid to reap (init).  0 ok, -1 error
+ * (cb_sandbox_error says what and how to fix it). */
+int cb_sandbox_start(cb_sandbox_t *self, pid_t *child);
+/* One line naming the cause and the fix of the last failure. */
+void cb_sandbox_error(const cb_sandbox_t *self, char *buf, size_t len);
+/* Interrupt the runner (SIGINT through init). */
+void cb_sandbox_interrupt(cb_sandbox_t *self);
+/* Kill every process of the sandbox (cgroup kill, then init). */
+void cb_sandbox_kill(cb_sandbox_t *self);
+/* fd to poll for messages from init, -1 if none. */
+int cb_sandbox_poll_fd(const cb_sandbox_t *self);
+/* Reads what init sent (the runner's wait status). */
+void cb_sandbox_on_ready(cb_sandbox_t *self);
+/* Runner's wait status (replaces *status when init reported one), and
+ * whether the memory cgroup OOM-killed; *reason may be set. */
+void cb_sandbox_exit_status(cb_sandbox_t *self, int *status, bool *oom, const char **reason);
+
+#endif
