@@ -1,0 +1,811 @@
+"""cellblock runner core: frames, execution, errors, stdin, interrupts.
+
+runner.py (the entry point) sends the hello frame, then loads this module
+as ``_cellblock_runner`` and calls _main().  Frames on fd 3 are a 4-byte
+big-endian length + UTF-8 JSON object (docs/RUNNER_PROTOCOL.md, 3.x).
+
+Start-up time matters: this file imports nothing that is not already loaded
+by the interpreter's own start-up (``_json``, ``_signal`` and ``_thread`` are
+built in).  The sibling modules (cb_display, cb_assist, cb_magics) and heavy
+stdlib modules (ast, traceback, ...) are loaded on first use.  The sandbox
+has no writable __pycache__, so every line here is compiled at each start:
+keep this file small.
+
+User code shares this interpreter.  Runner state lives in this module's
+globals (the user's ``__main__`` is a separate, fresh module), and frames of
+the runner's files are removed from user tracebacks.
+"""
+
+import sys
+import os
+import _signal
+import _thread
+import builtins
+
+_VERSION = 1
+_FRAME_MAX = 48 * 1024 * 1024
+_FD = 3
+_DIR = os.path.dirname(os.path.abspath(__file__))
+_MODULE_NAMES = ("cb_core", "cb_display", "cb_assist", "cb_magics")
+# code filenames of the runner's own files: their frames are hidden from
+# tracebacks and a SIGINT landing in them is deferred
+_RUNNER_FILES = {os.path.join(_DIR, n + ".py") for n in ("runner",) + _MODULE_NAMES}
+_RUNNER_FILES.add(__file__)
+
+
+class _State:
+    """All mutable runner state (never visible in the user's globals)."""
+    sigmode = 0          # 0 ignore SIGINT, 1 user code runs, 2 waiting for input
+    pending = False      # a SIGINT arrived in runner code while sigmode == 1
+    allow_stdin = False
+    count = 0            # execution_count of the running cell
+    silent = False
+    rbuf = b""
+    lock = _thread.allocate_lock()
+    user = None          # the user's __main__ module
+    flags = 0            # __future__ flags collected from earlier cells
+    cell_serial = 0
+    in_cell = False      # an execute request is being handled
+    payload = None       # payload list of the running cell
+    last_in = ""         # source of the previous stored cell
+
+
+_S = _State
+_MAIN_THREAD = _thread.get_ident()
+
+# ---------------------------------------------------------------- signals
+
+
+def _on_sigint(signum, frame):
+    mode = _S.sigmode
+    if mode == 0:
+        return
+    if mode == 2:                       # blocked waiting for input_reply
+        _S.sigmode = 1
+        raise KeyboardInterrupt
+    if frame is not None and frame.f_code.co_filename in _RUNNER_FILES:
+        _S.pending = True               # never unwind the runner's own code
+        return
+    raise KeyboardInterrupt
+
+
+def _check_pending():
+    """Raise a KeyboardInterrupt deferred while runner code ran for the user."""
+    if _S.pending and _S.sigmode == 1:
+        _S.pending = False
+        raise KeyboardInterrupt
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def _json_default(o):
+    if isinstance(o, (bytes, bytearray)):
+        import binascii
+        return binascii.b2a_base64(bytes(o), newline=False).decode("ascii")
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return str(o)
+
+
+def _nan_constant(name):
+    raise ValueError("invalid constant " + name)
+
+
+try:
+    import _json
+
+    class _DecodeCtx:
+        strict = False
+        object_hook = None
+        object_pairs_hook = None
+        parse_float = float
+        parse_int = int
+        parse_constant = staticmethod(_nan_constant)
+        memo = {}
+
+    _scan = _json.make_scanner(_DecodeCtx)
+    _encode = _json.make_encoder(None, _json_default, _json.encode_basestring,
+                                 None, ":", ",", False, True, False)
+
+    def _loads(s):
+        obj, end = _scan(s, 0)
+        return obj
+
+    def _dumps(obj):
+        return "".join(_encode(obj, 0))
+except Exception:                                    # pragma: no cover
+    import json as _jsonmod
+
+    def _loads(s):
+        return _jsonmod.loads(s)
+
+    def _dumps(obj):
+        return _jsonmod.dumps(obj, default=_json_default, allow_nan=False,
+                              ensure_ascii=False, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------- frames
+
+
+def _flush():
+    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            s.flush()
+        except Exception:
+            pass
+
+
+def _die():
+    _flush()
+    os._exit(0)
+
+
+def _send(obj):
+    """Write one frame.  Flushes stdout/stderr first (ordering rule)."""
+    try:
+        data = _dumps(obj).encode("utf-8", "replace")
+    except ValueError:                                       # NaN, ...
+        import json
+        data = json.dumps(json.loads(json.dumps(obj, default=_json_default),
+                                     parse_constant=lambda c: None),
+                          ensure_ascii=False).encode("utf-8", "replace")
+    if len(data) > _FRAME_MAX:
+        note = "cellblock: a %s output of %d bytes is over the %d-byte limit and was dropped\n" % (
+            obj.get("type"), len(data), _FRAME_MAX)
+        try:
+            sys.stderr.write(note)
+        except Exception:
+            pass
+        if obj.get("type") not in ("done",):
+            _flush()
+            return
+        obj = dict(obj, user_expressions={}, payload=[])
+        data = _dumps(obj).encode("utf-8", "replace")[:_FRAME_MAX]
+    frame = len(data).to_bytes(4, "big") + data
+    _flush()
+    with _S.lock:
+        view = memoryview(frame)
+        try:
+            while view:
+                n = os.write(_FD, view)
+                view = view[n:]
+        except OSError:
+            _die()
+
+
+def _recv(interruptible=False):
+    """Read one frame (a dict).  EOF ends the runner.
+
+    interruptible: SIGINT raises KeyboardInterrupt while blocked (input wait);
+    it can only land while nothing has been consumed from the socket.
+    """
+    while True:
+        buf = _S.rbuf
+        if len(buf) >= 4:
+            n = int.from_bytes(buf[:4], "big")
+            if len(buf) >= 4 + n:
+                _S.rbuf = buf[4 + n:]
+                try:
+                    obj = _loads(buf[4:4 + n].decode("utf-8", "replace"))
+                except Exception:
+                    obj = None
+                if isinstance(obj, dict):
+                    return obj
+                continue
+        if interruptible:
+            import select
+            _S.sigmode = 2
+            try:
+                select.select([_FD], [], [])
+            finally:
+                _S.sigmode = 1
+        try:
+            data = os.read(_FD, 1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            _die()
+        _S.rbuf = buf + data
+
+
+# ---------------------------------------------------------------- lazy modules
+
+
+def _mod(name):
+    """Load a sibling module (cb_display, ...) once, by file path."""
+    m = sys.modules.get("_cellblock_" + name)
+    if m is None:
+        import importlib.util
+        path = os.path.join(_DIR, name + ".py")
+        spec = importlib.util.spec_from_file_location("_cellblock_" + name, path)
+        m = importlib.util.module_from_spec(spec)
+        m._runner = sys.modules["_cellblock_runner"]
+        sys.modules[spec.name] = m
+        try:
+            spec.loader.exec_module(m)
+        except BaseException:
+            del sys.modules[spec.name]
+            raise
+    return m
+
+
+# ---------------------------------------------------------------- stdin bridge
+
+
+class StdinNotImplementedError(NotImplementedError):
+    """raw_input was called, but this frontend does not support input requests."""
+
+
+StdinNotImplementedError.__module__ = "builtins"
+
+
+def _input_bridge(prompt, password):
+    if not _S.allow_stdin or not _S.in_cell:
+        raise StdinNotImplementedError(
+            "raw_input was called, but this frontend does not support input requests.")
+    _send({"type": "input_request", "prompt": prompt, "password": password})
+    prev = _S.sigmode
+    if _thread.get_ident() != _MAIN_THREAD:
+        prev = -1                       # signals only reach the main thread
+    try:
+        while True:
+            msg = _recv(interruptible=prev == 1)
+            if msg.get("type") == "input_reply":
+                break
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("Interrupted by user") from None
+    finally:
+        if prev != -1:
+            _S.sigmode = prev
+    if "value" not in msg and "error" in msg:
+        raise EOFError(str(msg.get("error")))
+    value = msg.get("value")
+    if not isinstance(value, str):
+        value = ""
+    if value == "\x04":
+        raise EOFError("EOF when reading a line")
+    _check_pending()
+    return value
+
+
+def _input(prompt=""):
+    """input([prompt]) -> str, answered by the frontend (input_request)."""
+    return _input_bridge(str(prompt), False)
+
+
+def _getpass(prompt="Password: ", stream=None):
+    """getpass(prompt) -> str, answered by the frontend without echo."""
+    return _input_bridge(str(prompt), True)
+
+
+import io as _io
+
+
+class _Stdin(_io.TextIOBase):
+    """sys.stdin: readline() goes through the same bridge as input()."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def __init__(self, orig):
+        self._orig = orig
+        self._eof = False
+
+    @property
+    def buffer(self):
+        return self._orig.buffer
+
+    def readable(self):
+        return True
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        return 0
+
+    def readline(self, size=-1):
+        if self._eof or not _S.allow_stdin or not _S.in_cell:
+            return ""
+        try:
+            line = _input_bridge("", False) + "\n"
+        except EOFError:
+            return ""
+        return line
+
+    def read(self, size=-1):
+        out = []
+        while True:
+            line = self.readline()
+            if not line:
+                break
+            out.append(line)
+            if size is not None and size >= 0 and sum(map(len, out)) >= size:
+                break
+        return "".join(out)
+
+    def readlines(self, hint=-1):
+        return list(iter(self.readline, ""))
+
+    def __iter__(self):
+        return iter(self.readline, "")
+
+
+# ---------------------------------------------------------------- import hooks
+
+# module name -> function(module) called right after the module has executed
+_POST_IMPORT = {}
+
+
+class _PostImportLoader:
+    def __init__(self, loader, fn):
+        self._loader = loader
+        self._fn = fn
+
+    def create_module(self, spec):
+        cm = getattr(self._loader, "create_module", None)
+        return cm(spec) if cm is not None else None
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        try:
+            self._fn(module)
+        except Exception:
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _PostImportFinder:
+    """sys.meta_path entry: patches watched modules just after they execute."""
+
+    def find_spec(self, name, path=None, target=None):
+        fn = _POST_IMPORT.get(name)
+        if fn is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _PostImportLoader(spec.loader, fn)
+        return spec
+
+    def invalidate_caches(self):
+        pass
+
+
+def _patch_getpass(m):
+    m.getpass = _getpass
+
+
+def _patch_ipython(m):
+    _mod("cb_display").patch_ipython(m)
+
+
+def _patch_pyplot(m):
+    _mod("cb_display").patch_pyplot(m)
+
+
+_POST_IMPORT["getpass"] = _patch_getpass
+_POST_IMPORT["IPython.core.display_functions"] = _patch_ipython
+_POST_IMPORT["IPython.core.display"] = _patch_ipython
+_POST_IMPORT["IPython.display"] = _patch_ipython
+_POST_IMPORT["matplotlib.pyplot"] = _patch_pyplot
+
+# ---------------------------------------------------------------- builtins for users
+
+
+def display(*objs, **kwargs):
+    """Display objects as rich output (like IPython.display.display)."""
+    return _mod("cb_display").display(*objs, **kwargs)
+
+
+def clear_output(wait=False):
+    """Clear the output of the current cell (wait: until new output arrives)."""
+    return _mod("cb_display").clear_output(wait)
+
+
+def update_display(obj, *, display_id, **kwargs):
+    """Update an output shown earlier with display(..., display_id=...)."""
+    return _mod("cb_display").display(obj, display_id=display_id, update=True, **kwargs)
+
+
+def get_ipython():
+    """cellblock is not IPython: there is no InteractiveShell."""
+    return None
+
+
+class _Magic:
+    """Target of IPython-syntax lines after transformation (cb_magics)."""
+
+    def __getattr__(self, name):
+        return getattr(_mod("cb_magics"), "m_" + name)
+
+
+# ---------------------------------------------------------------- tracebacks
+
+
+def _strip_tb(te):
+    """Drop the runner's frames from a TracebackException (and its chain)."""
+    seen = set()
+    while te is not None and id(te) not in seen:
+        seen.add(id(te))
+        st = te.stack
+        keep = [f for f in st if f.filename not in _RUNNER_FILES]
+        if len(keep) != len(st):
+            st[:] = keep
+        nxt = te.__cause__ or te.__context__
+        for other in (te.__cause__, te.__context__):
+            if other is not None and other is not nxt:
+                _strip_tb(other)
+        te = nxt
+
+
+def _format_error(etype, value, tb):
+    """-> (ename, evalue, traceback lines) for the error frame."""
+    import traceback
+    ename = getattr(etype, "__name__", str(etype))
+    try:
+        evalue = str(value)
+    except Exception:
+        evalue = "<unprintable %s object>" % ename
+    # skip the runner's own leading frames
+    while tb is not None and tb.tb_frame.f_code.co_filename in _RUNNER_FILES:
+        tb = tb.tb_next
+    try:
+        value.__traceback__ = tb
+    except Exception:
+        pass
+    sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb
+    if ename == "UsageError":
+        return ename, evalue, ["UsageError: " + evalue]
+    try:
+        te = traceback.TracebackException(etype, value, tb, compact=True)
+        _strip_tb(te)
+        text = list(te.format())
+    except Exception:
+        text = traceback.format_exception_only(etype, value)
+    lines = [t[:-1] if t.endswith("\n") else t for t in text]
+    return ename, evalue, lines
+
+
+# ---------------------------------------------------------------- execution
+
+
+def _register_source(filename, code):
+    import linecache
+    lines = code.splitlines(True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    linecache.cache[filename] = (len(code), None, lines, filename)
+
+
+def _cell_filename(count):
+    import linecache
+    _S.cell_serial += 1
+    name = "<cell-%d>" % count
+    if name in linecache.cache:
+        name = "<cell-%d.%d>" % (count, _S.cell_serial)
+    return name
+
+
+_FUTURE_MASK = None
+
+
+def _compile_cell(source, filename, original=None):
+    """-> (body code, last-expression code or None)."""
+    global _FUTURE_MASK
+    import ast
+    if _FUTURE_MASK is None:
+        import __future__
+        _FUTURE_MASK = 0
+        for n in __future__.all_feature_names:
+            _FUTURE_MASK |= getattr(__future__, n).compiler_flag
+    _register_source(filename, original if original is not None else source)
+    flags = _S.flags | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    tree = compile(source, filename, "exec", flags | ast.PyCF_ONLY_AST, True)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and not _semicolon_after(
+            source, tree.body[-1]):
+        last = ast.Expression(tree.body.pop().value)
+    body = compile(tree, filename, "exec", flags, True)
+    _S.flags |= body.co_flags & _FUTURE_MASK
+    expr = compile(last, filename, "eval", flags, True) if last is not None else None
+    return body, expr
+
+
+def _semicolon_after(source, node):
+    """True when the source after the node's end starts with ';' (ignoring space/comments)."""
+    lines = source.splitlines()
+    row = node.end_lineno - 1
+    if row >= len(lines):
+        return False
+    rest = lines[row].encode("utf-8")[node.end_col_offset:].decode("utf-8", "replace")
+    rest += "\n" + "\n".join(lines[row + 1:])
+    for line in rest.split("\n"):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        return s.startswith(";")
+    return False
+
+
+_CO_COROUTINE = 0x80
+
+
+def _run_code(code, glob, loc=None):
+    """Run a compiled cell part; top-level await is run on a private loop."""
+    if code.co_flags & _CO_COROUTINE:
+        coro = eval(code, glob, loc)
+        loop = getattr(_S, "loop", None)
+        if loop is None:
+            import asyncio
+            loop = _S.loop = asyncio.new_event_loop()
+        return loop.run_until_complete(coro)
+    return eval(code, glob, loc)
+
+
+def _needs_transform(code):
+    return "!" in code or "%" in code or "?" in code
+
+
+def _run_cell(code, glob):
+    """Compile and run one cell. Returns the last expression's value (or None).
+
+    Raises whatever the user code raises.
+    """
+    source = code
+    if _needs_transform(code):
+        magics = _mod("cb_magics")
+        page = magics.help_request(code)
+        if page is not None:
+            _S.payload.append(page)
+            return None
+        source = magics.transform(code)
+    filename = _cell_filename(_S.count)
+    body, expr = _compile_cell(source, filename, code)
+    _run_code(body, glob)
+    if expr is not None:
+        return _run_code(expr, glob)
+    return None
+
+
+def _store_result(value, count, glob):
+    glob["___"] = glob.get("__")
+    glob["__"] = glob.get("_")
+    glob["_"] = value
+    glob["_%d" % count] = value
+    out = glob.get("Out")
+    if isinstance(out, dict):
+        out[count] = value
+
+
+def _execute(req):
+    code = req.get("code")
+    if not isinstance(code, str):
+        code = ""
+    silent = bool(req.get("silent", False))
+    store = bool(req.get("store_history", not silent)) and not silent
+    uexpr = req.get("user_expressions")
+    if not isinstance(uexpr, dict):
+        uexpr = {}
+    count = req.get("execution_count")
+    if not isinstance(count, int):
+        count = _S.count + 1
+    _S.count = count
+    _S.silent = silent
+    _S.allow_stdin = bool(req.get("allow_stdin", False))
+    _S.payload = payload = []
+    _S.in_cell = True
+    _S.pending = False
+    glob = _S.user.__dict__
+    if store:
+        hist = glob.get("In")
+        if isinstance(hist, list):
+            while len(hist) < count:
+                hist.append("")
+            hist[count:count + 1] = [code]
+        # like IPython: _i is the previous input, _iN and _i00 this one
+        glob["_iii"], glob["_ii"], glob["_i"] = glob.get("_ii", ""), glob.get("_i", ""), _S.last_in
+        glob["_i%d" % count] = glob["_i00"] = _S.last_in = code
+    err = None
+    value = None
+    try:
+        _S.sigmode = 1
+        value = _run_cell(code, glob)
+    except BaseException as e:                   # user code raised (or was interrupted)
+        _S.sigmode = 0
+        err = (type(e), e, e.__traceback__)
+    _S.sigmode = 0
+    if err is None and value is not None:
+        if store:
+            _store_result(value, count, glob)
+        if not silent:
+            err = _guarded(_publish_result, value)
+    if "matplotlib.pyplot" in sys.modules:
+        e2 = _guarded(_flush_figures)
+        if err is None:
+            err = e2
+    status = "ok"
+    reply = {"type": "done", "status": "ok", "user_expressions": {}, "payload": payload}
+    if err is not None:
+        ename, evalue, tb = _format_error(*err)
+        err = None
+        status = "error"
+        _send({"type": "error", "ename": ename, "evalue": evalue, "traceback": tb})
+        reply.update(status="error", ename=ename, evalue=evalue, traceback=tb)
+    elif uexpr:
+        reply["user_expressions"] = _user_expressions(uexpr, glob)
+    _S.in_cell = False
+    _S.sigmode = 0
+    _S.pending = False
+    _flush()
+    _send(reply)
+    return status
+
+
+def _guarded(fn, *args):
+    """Run fn in user mode (interruptible); return exc_info or None."""
+    try:
+        _S.sigmode = 1
+        fn(*args)
+    except BaseException as e:
+        _S.sigmode = 0
+        return (type(e), e, e.__traceback__)
+    finally:
+        _S.sigmode = 0
+    return None
+
+
+def _publish_result(value):
+    data, md = _format(value)
+    _send({"type": "execute_result", "data": data, "metadata": md})
+
+
+def _flush_figures():
+    _mod("cb_display").flush_figures()
+
+
+_SIMPLE = (int, float, complex, bool, str, bytes, type(None), type(Ellipsis))
+
+
+def _format(value):
+    """value -> (mimebundle, metadata); plain scalars never load cb_display."""
+    if type(value) in _SIMPLE:
+        return {"text/plain": repr(value)}, {}
+    return _mod("cb_display").format(value)
+
+
+def _user_expressions(exprs, glob):
+    out = {}
+    for name, expr in exprs.items():
+        try:
+            _S.sigmode = 1
+            if not isinstance(expr, str):
+                raise TypeError("user expression must be a string")
+            value = eval(compile(expr, "<user_expression>", "eval", _S.flags, True), glob)
+            _S.sigmode = 0
+            data, md = _format(value)
+            out[name] = {"status": "ok", "data": data, "metadata": md}
+        except BaseException as e:
+            _S.sigmode = 0
+            ename, evalue, tb = _format_error(type(e), e, e.__traceback__)
+            out[name] = {"status": "error", "ename": ename, "evalue": evalue, "traceback": tb}
+        finally:
+            _S.sigmode = 0
+    return out
+
+
+# ---------------------------------------------------------------- other requests
+
+
+def _complete(req):
+    code, pos = _code_pos(req)
+    try:
+        matches, start, end = _mod("cb_assist").complete(code, pos, _S.user.__dict__)
+    except BaseException:
+        matches, start, end = [], pos, pos
+    _send({"type": "complete_reply", "matches": matches, "cursor_start": start,
+           "cursor_end": end, "metadata": {}})
+
+
+def _inspect(req):
+    code, pos = _code_pos(req)
+    level = req.get("detail_level", 0)
+    try:
+        data = _mod("cb_assist").inspect(code, pos, level == 1, _S.user.__dict__)
+    except BaseException:
+        data = None
+    _send({"type": "inspect_reply", "found": bool(data), "data": data or {}, "metadata": {}})
+
+
+def _is_complete(req):
+    code = req.get("code")
+    try:
+        status, indent = _mod("cb_assist").is_complete(code if isinstance(code, str) else "")
+    except BaseException:
+        status, indent = "unknown", None
+    msg = {"type": "is_complete_reply", "status": status}
+    if status == "incomplete":
+        msg["indent"] = indent or ""
+    _send(msg)
+
+
+def _code_pos(req):
+    code = req.get("code")
+    if not isinstance(code, str):
+        code = ""
+    pos = req.get("cursor_pos")
+    if not isinstance(pos, int) or pos < 0 or pos > len(code):
+        pos = len(code)
+    return code, pos
+
+
+_HANDLERS = {
+    "execute": _execute,
+    "complete": _complete,
+    "inspect": _inspect,
+    "is_complete": _is_complete,
+}
+
+# ---------------------------------------------------------------- start-up
+
+
+def _setup():
+    _signal.signal(_signal.SIGINT, _on_sigint)
+    sys.modules["_cellblock_runner"] = sys.modules[__name__]
+    user = type(sys)("__main__")
+    user.__dict__.update({"__builtins__": builtins, "__doc__": None, "__spec__": None,
+                          "__loader__": None, "__package__": None,
+                          "In": [""], "Out": {}, "_": None, "__": None, "___": None,
+                          "_i": "", "_ii": "", "_iii": ""})
+    sys.modules["__main__"] = user
+    _S.user = user
+    builtins.input = _input
+    builtins.display = display
+    builtins.clear_output = clear_output
+    builtins.update_display = update_display
+    builtins.get_ipython = get_ipython
+    builtins.__cellblock__ = _Magic()
+    if "getpass" in sys.modules:
+        _patch_getpass(sys.modules["getpass"])
+    try:
+        sys.stdin = _Stdin(sys.stdin)
+    except Exception:
+        pass
+    sys.meta_path.insert(0, _PostImportFinder())
+    sys.argv[:] = [""]
+    if sys.path and os.path.abspath(sys.path[0] or ".") == _DIR:
+        del sys.path[0]
+
+
+def _main():
+    """The request loop (runner.py has sent the hello frame already)."""
+    _setup()
+    while True:
+        req = _recv()
+        handler = _HANDLERS.get(req.get("type"))
+        if handler is None:
+            continue                  # stray input_reply, unknown types
+        try:
+            handler(req)
+        except BaseException as e:    # a runner bug must not end the session
+            _S.sigmode = 0
+            _S.in_cell = False
+            try:
+                sys.__stderr__.write("cellblock runner: internal error: %r\n" % (e,))
+            except Exception:
+                pass
+            if req.get("type") == "execute":
+                _send({"type": "done", "status": "error", "ename": type(e).__name__,
+                       "evalue": str(e), "traceback": [], "user_expressions": {},
+                       "payload": []})
+
