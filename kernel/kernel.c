@@ -40,6 +40,7 @@
 #define CB_SHUTDOWN_REAP_MS 2000   /* wait this long for the sandbox to go at exit */
 #define CB_RESPAWN_BACKOFF_MS 1000 /* after a failed start, wait before retrying */
 #define CB_ZMQ_LINGER_MS 1000      /* let final replies leave on exit */
+#define CB_PARENT_POLL_MS 1000     /* how often the parent's life is checked */
 
 typedef enum { REQ_NONE, REQ_EXECUTE, REQ_COMPLETE, REQ_INSPECT, REQ_IS_COMPLETE } req_kind_t;
 
@@ -101,6 +102,8 @@ typedef struct {
     stream_t streams[2];                /* stdout, stderr */
     hist_t *hist;                       /* history entries */
     size_t n_hist, cap_hist;            /* used / allocated */
+    pid_t parent_pid;                   /* JPY_PARENT_PID or our parent at start */
+    int64_t parent_check_ms;            /* next time to check it is alive */
     bool exiting;                       /* leave the loop */
 } kernel_t;
 
@@ -257,10 +260,13 @@ static void s_stream_read(kernel_t *k, int which) {
     }
     if (s->len == 0) return;
     int64_t now = cb_now_ms();
-    if (s->len >= CB_STREAM_FLUSH_BYTES || now - s->last_flush_ms >= CB_STREAM_FLUSH_MS)
+    if (s->len >= CB_STREAM_FLUSH_BYTES)
         s_stream_publish(k, which, false);
     else if (s->due_ms == 0)
-        s->due_ms = s->last_flush_ms + CB_STREAM_FLUSH_MS;
+        /* after a quiet period wait only a moment (print() writes its pieces
+         * separately); under a flood batch up to CB_STREAM_FLUSH_MS */
+        s->due_ms = now - s->last_flush_ms >= CB_STREAM_FLUSH_MS ? now + CB_STREAM_FIRST_MS
+                                                                 : s->last_flush_ms + CB_STREAM_FLUSH_MS;
 }
 
 static void s_drain_pipes(kernel_t *k) {
@@ -1076,6 +1082,7 @@ static int64_t s_next_deadline(const kernel_t *k) {
     S_MIN(k->ex_deadline_ms);
     S_MIN(k->ex_grace_ms);
     S_MIN(k->respawn_at_ms);
+    S_MIN(k->parent_check_ms);
     if (k->run.state == CB_RUNNER_STARTING) S_MIN(k->run.started_ms + CB_RUNNER_HELLO_TIMEOUT_MS);
 #undef S_MIN
     return d;
@@ -1096,6 +1103,14 @@ static void s_timers(kernel_t *k) {
         LOG_W("cell ignored the interrupt: killing the sandbox");
         k->ex_grace_ms = 0;
         cb_runner_kill(&k->run);
+    }
+    if (k->parent_check_ms && now >= k->parent_check_ms) {
+        k->parent_check_ms = now + CB_PARENT_POLL_MS;
+        /* like ipykernel's ParentPollerUnix: orphaned kernels exit */
+        if (getppid() != k->parent_pid && (kill(k->parent_pid, 0) < 0 && errno == ESRCH)) {
+            LOG_W("parent process %d is gone: shutting down", (int) k->parent_pid);
+            k->exiting = true;
+        }
     }
     if (k->respawn_at_ms && now >= k->respawn_at_ms && k->run.state == CB_RUNNER_DOWN) {
         k->respawn_at_ms = 0;
@@ -1248,6 +1263,10 @@ int cb_kernel_main(cb_opts_t *opts) {
         LOG_E("pthread_create(heartbeat) failed");
         goto out;
     }
+    k->parent_pid = getppid();
+    const char *jpy = getenv("JPY_PARENT_PID");
+    if (jpy && atoi(jpy) > 1) k->parent_pid = (pid_t) atoi(jpy);
+    if (k->parent_pid > 1) k->parent_check_ms = cb_now_ms() + CB_PARENT_POLL_MS;
     s_status(k, NULL, "starting");
     s_start_runner(k);
     LOG_I("cellblock-kernel %s ready (session %s)", CB_VERSION, k->wire.session);
