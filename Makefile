@@ -71,6 +71,7 @@ $(BUILD)/libcellblock.a: $(LIB_OBJ)
 $(KERNEL_BIN): $(BUILD)/obj/kernel/main.o $(BUILD)/libcellblock.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	ln -sf cellblock-kernel $(@D)/cellblock
 
 $(LAUNCHER_BIN): $(BUILD)/obj/launcher/main.o $(BUILD)/libcellblock.a
 	@mkdir -p $(@D)
@@ -110,6 +111,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/cellblock \
 	    $(DESTDIR)$(PREFIX)/share/cellblock/runner $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellblock
 	install -m 755 $(KERNEL_BIN) $(DESTDIR)$(PREFIX)/bin/
+	ln -sf cellblock-kernel $(DESTDIR)$(PREFIX)/bin/cellblock
 	install -m 755 $(LAUNCHER_BIN) $(DESTDIR)$(PREFIX)/libexec/cellblock/
 	install -m 644 $(RUNNER_OUT) $(DESTDIR)$(PREFIX)/share/cellblock/runner/
 	sed -e 's|@KERNEL@|$(PREFIX)/bin/cellblock-kernel|g' \

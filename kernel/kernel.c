@@ -27,7 +27,6 @@
 #include <czmq.h>
 #include <fnmatch.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sodium.h>
@@ -1007,43 +1006,6 @@ static void *s_heartbeat(void *arg) {
 
 /* ---------------------------------------------------------------- set-up */
 
-static int s_find_helpers(kernel_t *k) {
-    char exe[CB_PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n < 0) {
-        PLOG_E("readlink(/proc/self/exe)");
-        return -1;
-    }
-    exe[n] = '\0';
-    char *dir = dirname(exe);
-    int r1 = k->opts->launcher
-                 ? snprintf(k->launcher_path, sizeof k->launcher_path, "%s", k->opts->launcher)
-                 : snprintf(k->launcher_path, sizeof k->launcher_path, "%s/../libexec/cellblock/cellblock-launcher", dir);
-    int r2 = k->opts->runner
-                 ? snprintf(k->runner_path, sizeof k->runner_path, "%s", k->opts->runner)
-                 : snprintf(k->runner_path, sizeof k->runner_path, "%s/../share/cellblock/runner/runner.py", dir);
-    if (r1 < 0 || (size_t) r1 >= sizeof k->launcher_path || r2 < 0 || (size_t) r2 >= sizeof k->runner_path) {
-        LOG_E("helper paths too long");
-        return -1;
-    }
-    char real[CB_PATH_MAX];
-    if (realpath(k->launcher_path, real) == NULL || access(real, X_OK) != 0) {
-        PLOG_E("launcher %s", k->launcher_path);
-        return -1;
-    }
-    snprintf(k->launcher_path, sizeof k->launcher_path, "%s", real);
-    if (realpath(k->runner_path, real) == NULL) {
-        PLOG_E("runner %s", k->runner_path);
-        return -1;
-    }
-    snprintf(k->runner_path, sizeof k->runner_path, "%s", real);
-    if (access(k->opts->python, X_OK) != 0) {
-        PLOG_E("python %s", k->opts->python);
-        return -1;
-    }
-    return 0;
-}
-
 static int s_bind(kernel_t *k) {
     static const int types[CB_CH_COUNT] = {ZMQ_ROUTER, ZMQ_PUB, ZMQ_ROUTER, ZMQ_ROUTER, ZMQ_REP};
     for (int ch = 0; ch < CB_CH_COUNT; ch++) {
@@ -1214,7 +1176,8 @@ int cb_kernel_main(cb_opts_t *opts) {
         free(k);
         return rc == CB_CONN_EUNSUPPORTED ? 2 : 1;
     }
-    if (s_find_helpers(k) < 0) {
+    if (cb_opts_find_helpers(opts, k->launcher_path, sizeof k->launcher_path, k->runner_path,
+                             sizeof k->runner_path) < 0) {
         fprintf(stderr, "cellblock-kernel: cannot find the launcher, runner or python (see log)\n");
         goto out;
     }

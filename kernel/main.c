@@ -2,14 +2,25 @@
  * main.c - cellblock-kernel entry point: parse options, set up logging,
  * run the kernel.  Exit status 2 = bad usage or unsupported connection file.
  */
+#include "kernel/install.h"
 #include "kernel/kernel.h"
+#include "kernel/run.h"
 #include "kernel/options.h"
 #include "log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "install") == 0) return cb_install_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "run") == 0) return cb_run_main(argc - 1, argv + 1);
+    const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    if (strcmp(base, "cellblock") == 0) {
+        fprintf(stderr, "usage: cellblock run [options] FILE | -     (see cellblock run --help)\n"
+                        "       cellblock install [options]          (see cellblock install --help)\n");
+        return 2;
+    }
     cb_opts_t *opts = calloc(1, sizeof *opts);
     if (opts == NULL) return 1;
     int rc = cb_opts_parse(argc, argv, opts);

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,4 +232,39 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
     s_fwd(o, &n, "--log-level", lv[o->log_level]);
     o->fwd[n] = NULL;
     return CB_OPTS_RUN;
+}
+
+int cb_opts_find_helpers(const cb_opts_t *o, char *launcher, size_t llen, char *runner, size_t rlen) {
+    char exe[CB_PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n < 0) {
+        PLOG_E("readlink(/proc/self/exe)");
+        return -1;
+    }
+    exe[n] = '\0';
+    char *dir = dirname(exe);
+    int r1 = o->launcher ? snprintf(launcher, llen, "%s", o->launcher)
+                         : snprintf(launcher, llen, "%s/../libexec/cellblock/cellblock-launcher", dir);
+    int r2 = o->runner ? snprintf(runner, rlen, "%s", o->runner)
+                       : snprintf(runner, rlen, "%s/../share/cellblock/runner/runner.py", dir);
+    if (r1 < 0 || (size_t) r1 >= llen || r2 < 0 || (size_t) r2 >= rlen) {
+        LOG_E("helper paths too long");
+        return -1;
+    }
+    char real[CB_PATH_MAX];
+    if (realpath(launcher, real) == NULL || access(real, X_OK) != 0) {
+        PLOG_E("launcher %s", launcher);
+        return -1;
+    }
+    snprintf(launcher, llen, "%s", real);
+    if (realpath(runner, real) == NULL) {
+        PLOG_E("runner %s", runner);
+        return -1;
+    }
+    snprintf(runner, rlen, "%s", real);
+    if (access(o->python, X_OK) != 0) {
+        PLOG_E("python %s", o->python);
+        return -1;
+    }
+    return 0;
 }
