@@ -24,6 +24,8 @@ enum {
 void cb_opts_usage(FILE *f) {
     fprintf(f,
 "usage: cellblock-kernel -f CONNECTION_FILE [options]\n"
+"       cellblock-kernel install [--user|--prefix P|--sys-prefix] [--name N] [options]\n"
+"       cellblock run [options] [--out DIR] [--json] FILE|-\n"
 "\n"
 "A Jupyter kernel for Python that runs every cell in a Linux sandbox.\n"
 "\n"

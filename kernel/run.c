@@ -90,8 +90,10 @@ static int s_write_out(run_t *r, const char *rel, const void *data, size_t len) 
         return -1;
     }
     char path[CB_PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", r->out_dir, rel) >= (int) sizeof path) return -1;
-    for (char *p = path + strlen(r->out_dir) + 1; *p; p++) {
+    size_t dl = strlen(r->out_dir);
+    while (dl > 1 && r->out_dir[dl - 1] == '/') dl--;
+    if (snprintf(path, sizeof path, "%.*s/%s", (int) dl, r->out_dir, rel) >= (int) sizeof path) return -1;
+    for (char *p = path + dl + 1; *p; p++) {
         if (*p != '/') continue;
         *p = '\0';
         if (mkdir(path, 0755) < 0 && errno != EEXIST) {
