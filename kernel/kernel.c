@@ -578,6 +578,17 @@ static void s_handle_frame(kernel_t *k, json_t *f) {
         if (k->run.state == CB_RUNNER_STARTING) k->run.state = CB_RUNNER_READY;
         LOG_I("runner ready after %lld ms (Python %s)", (long long) (cb_now_ms() - k->run.started_ms),
               k->python_version);
+        if (k->cur_kind == REQ_NONE && k->opts->preload && k->opts->preload[0]) {
+            /* nothing waiting: let the runner import ahead of the first cell */
+            json_auto_t *mods = json_array();
+            char buf[CB_OPTS_ARG_MAX];
+            snprintf(buf, sizeof buf, "%s", k->opts->preload);
+            char *save = NULL;
+            for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+                json_array_append_new(mods, json_string(t));
+            json_auto_t *pf = json_pack("{s:s, s:O}", "type", "preload", "modules", mods);
+            if (pf) cb_runner_send(&k->run, pf);
+        }
         s_send_cur(k);
         return;
     }

@@ -195,7 +195,11 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
         case O_ART_FILE: rc = s_size_mb("--artifact-max-file", optarg, 1024, &o->artifact_max_file_mb); break;
         case O_ART_CELL: rc = s_size_mb("--artifact-max-cell", optarg, 4096, &o->artifact_max_cell_mb); break;
         case O_ART_COUNT: rc = s_long("--artifact-max-files", optarg, 0, 10000, &o->artifact_max_files); break;
-        case O_PRELOAD: o->preload = optarg; break;
+        case O_PRELOAD:
+            if (strlen(optarg) >= CB_OPTS_ARG_MAX || strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_., ") != strlen(optarg))
+                rc = s_bad("--preload", optarg, "expected comma-separated module names, e.g. numpy,pandas,matplotlib.pyplot");
+            else o->preload = optarg;
+            break;
         case 'h': cb_opts_usage(stdout); return CB_OPTS_EXIT_OK;
         case O_VERSION: printf("cellblock-kernel %s\n", CB_VERSION); return CB_OPTS_EXIT_OK;
         case ':':

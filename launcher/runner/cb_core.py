@@ -749,7 +749,37 @@ def _code_pos(req):
     return code, pos
 
 
+def _request_waiting():
+    """True when a request has arrived (buffered or readable on the socket)."""
+    if len(_S.rbuf) >= 4:
+        return True
+    import select
+    try:
+        return bool(select.select([_FD], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def _preload(req):
+    """Speculative imports while idle (--preload).  Stops before the next
+    module as soon as a request is waiting, so a cell waits at most for the
+    module being imported, and a cell that imports the same modules finds
+    them done.  Failures are ignored: the user's own import will report them."""
+    mods = req.get("modules")
+    if not isinstance(mods, list):
+        return
+    import importlib
+    for name in mods:
+        if not isinstance(name, str) or not name or _request_waiting():
+            break
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            pass
+
+
 _HANDLERS = {
+    "preload": _preload,
     "execute": _execute,
     "complete": _complete,
     "inspect": _inspect,
