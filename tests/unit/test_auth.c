@@ -79,7 +79,7 @@ int main(void) {
 
     /* Replay history of 8: the 9th distinct message evicts the first. */
     char sigs[10][65];
-    char bodies[10][16];
+    char bodies[10][32];
     for (int i = 0; i < 10; i++) {
         snprintf(bodies[i], sizeof bodies[i], "{\"n\":%d}", i);
         cb_auth_part_t pp[4] = {{bodies[i], strlen(bodies[i])}, {"{}", 2}, {"{}", 2}, {"{}", 2}};
@@ -96,7 +96,7 @@ int main(void) {
     a = cb_auth_new((const uint8_t *) "k", 1, 64);
     int fails = 0;
     for (int i = 0; i < 5000; i++) {
-        char b[24];
+        char b[40];
         snprintf(b, sizeof b, "{\"i\":%d}", i);
         cb_auth_part_t pp[4] = {{b, strlen(b)}, {"", 0}, {"", 0}, {"", 0}};
         char s[65];
@@ -104,7 +104,7 @@ int main(void) {
         if (cb_auth_verify(a, s, 64, pp) != 0) fails++;
         if (cb_auth_verify(a, s, 64, pp) != -2) fails++;
         if (i >= 63) { /* the one 63 back is still remembered */
-            char b2[24];
+            char b2[40];
             snprintf(b2, sizeof b2, "{\"i\":%d}", i - 63);
             cb_auth_part_t p2[4] = {{b2, strlen(b2)}, {"", 0}, {"", 0}, {"", 0}};
             char s2[65];
