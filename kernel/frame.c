@@ -48,3 +48,12 @@ int cb_frame_encode(const json_t *v, size_t max, uint8_t **out, size_t *out_len)
     *out_len = total;
     return 0;
 }
+
+bool cb_frame_needs_ack(const json_t *f) {
+    static const char *const acked[] = {"display", "update_display", "execute_result",
+                                        "clear_output", "error"};
+    const char *t = json_string_value(json_object_get(f, "type"));
+    for (size_t i = 0; t && i < sizeof acked / sizeof acked[0]; i++)
+        if (strcmp(t, acked[i]) == 0) return true;
+    return false;
+}

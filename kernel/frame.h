@@ -11,6 +11,7 @@
 #define CB_FRAME_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,5 +28,10 @@ int cb_frame_extract(const uint8_t *buf, size_t len, size_t max, size_t *consume
 /* Encodes v (borrowed) as one frame into a new malloc'd buffer *out of *out_len
  * bytes. 0 ok, -1 too large or out of memory. */
 int cb_frame_encode(const json_t *v, size_t max, uint8_t **out, size_t *out_len);
+
+/* True for frames the runner waits on with an ack (they must keep their
+ * place among stdout/stderr): display, update_display, execute_result,
+ * clear_output, error.  f is borrowed. */
+bool cb_frame_needs_ack(const json_t *f);
 
 #endif

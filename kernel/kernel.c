@@ -668,6 +668,7 @@ static void s_process_frames(kernel_t *k) {
     json_t *f;
     while (cb_runner_next_frame(&k->run, &f) == 1) {
         s_handle_frame(k, f);
+        if (cb_frame_needs_ack(f)) cb_runner_send_ack(&k->run);
         json_decref(f);
     }
     if (k->run.protocol_error && k->run.state != CB_RUNNER_DYING) cb_runner_kill(&k->run);

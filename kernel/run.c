@@ -12,6 +12,7 @@
 
 #include "artifacts/artifacts.h"
 #include "kernel/options.h"
+#include "kernel/frame.h"
 #include "kernel/runner.h"
 #include "limits.h"
 #include "log.h"
@@ -334,6 +335,7 @@ static int s_loop(run_t *r, const char *code) {
             json_t *f;
             while (cb_runner_next_frame(&r->run, &f) == 1) {
                 s_frame(r, f, code);
+                if (cb_frame_needs_ack(f)) cb_runner_send_ack(&r->run);
                 json_decref(f);
             }
             if ((eof < 0 || r->run.protocol_error) && !killed) {

@@ -228,6 +228,11 @@ int cb_runner_send(cb_runner_t *r, const json_t *frame) {
     return cb_runner_flush(r);
 }
 
+void cb_runner_send_ack(cb_runner_t *r) {
+    json_auto_t *ack = json_pack("{s:s}", "type", "ack");
+    if (ack) cb_runner_send(r, ack);
+}
+
 bool cb_runner_wants_write(const cb_runner_t *r) { return r->ev_fd >= 0 && r->out_off < r->out_len; }
 
 int cb_runner_flush(cb_runner_t *r) {

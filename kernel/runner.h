@@ -67,6 +67,8 @@ int cb_runner_read_events(cb_runner_t *r);
 int cb_runner_next_frame(cb_runner_t *r, json_t **out);
 /* Queues a frame (borrowed) for the runner. 0 ok, -1 too large. */
 int cb_runner_send(cb_runner_t *r, const json_t *frame);
+/* Queues {"type":"ack"}: the runner may go on after an ordered frame. */
+void cb_runner_send_ack(cb_runner_t *r);
 /* Writes queued bytes without blocking. 0 ok (maybe partial), -1 peer gone. */
 int cb_runner_flush(cb_runner_t *r);
 bool cb_runner_wants_write(const cb_runner_t *r);

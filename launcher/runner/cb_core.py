@@ -141,6 +141,38 @@ def _die():
     os._exit(0)
 
 
+# Frames whose position relative to stdout/stderr matters.  After writing one
+# the runner waits for the kernel's {"type":"ack"}, sent once the kernel has
+# drained the pipes and published the frame: without it, output printed right
+# after a display could be drained (and published) before the display.
+_ACKED = frozenset(("display", "update_display", "execute_result", "clear_output", "error"))
+
+
+def _wait_ack():
+    """Consume the kernel's next ack frame, leaving any other frame buffered."""
+    while True:
+        buf = _S.rbuf
+        off = 0
+        while len(buf) - off >= 4:
+            n = int.from_bytes(buf[off:off + 4], "big")
+            if len(buf) - off - 4 < n:
+                break
+            body = buf[off + 4:off + 4 + n]
+            if n < 64 and b'"ack"' in body:
+                _S.rbuf = buf[:off] + buf[off + 4 + n:]
+                return
+            off += 4 + n
+        try:
+            data = os.read(_FD, 1 << 16)
+        except InterruptedError:
+            continue
+        except OSError:
+            data = b""
+        if not data:
+            _die()
+        _S.rbuf = buf + data
+
+
 def _send(obj):
     """Write one frame.  Flushes stdout/stderr first (ordering rule)."""
     try:
@@ -172,6 +204,8 @@ def _send(obj):
                 view = view[n:]
         except OSError:
             _die()
+        if obj.get("type") in _ACKED:
+            _wait_ack()
 
 
 def _recv(interruptible=False):

@@ -13,6 +13,10 @@ RUNNER = os.path.join(ROOT, "launcher", "runner", "runner.py")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
+# Frames the runner waits on (docs/RUNNER_PROTOCOL.md, ordering rule).
+ACKED = {"display", "update_display", "execute_result", "clear_output", "error"}
+
+
 class Runner:
     """One runner process: frames on .sock, raw output collected from pipes."""
 
@@ -97,6 +101,9 @@ class Runner:
         n = int.from_bytes(head, "big")
         obj = json.loads(self._read_exact(n).decode("utf-8"))
         self.events.append(("frame", obj))
+        if obj.get("type") in ACKED:
+            # like the kernel: output so far is recorded, the runner may go on
+            self.send({"type": "ack"})
         return obj
 
     # -- requests
