@@ -1,0 +1,149 @@
+"""Connection files and transports (PROTOCOL.md 2.2, 1.3; section 6 items 1,
+13): errors in the connection file, unknown keys, ipc transport, empty key.
+
+The error cases run the cellblock binary directly (cellblock_only); ipc and
+the empty key go through KernelManager and also run on ipykernel.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from jupyter_client import BlockingKernelClient
+from jupyter_client.connect import write_connection_file
+
+from .conftest import KERNEL_BIN, KSPEC_FILE
+from .helpers import RawClient, descendants, execute, kernel_alive_check, wait_gone
+
+
+def _argv(conn_file):
+    with open(KSPEC_FILE) as f:
+        spec = json.load(f)
+    return [a.replace("{connection_file}", str(conn_file)) for a in spec["argv"]]
+
+
+def _run_to_exit(argv, timeout=15):
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # our own child's group
+        p.communicate()
+        raise AssertionError(f"{argv} did not exit within {timeout} s")
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+@pytest.mark.cellblock_only
+def test_missing_connection_file(tmp_path):
+    path = tmp_path / "nope.json"
+    rc, _, err = _run_to_exit(_argv(path))
+    assert rc != 0
+    assert "nope.json" in err, err
+
+
+@pytest.mark.cellblock_only
+@pytest.mark.parametrize("text", ['{"transport": "tcp", ', "", "[1, 2]", "not json at all"])
+def test_malformed_connection_file(tmp_path, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    rc, _, err = _run_to_exit(_argv(path))
+    assert rc != 0
+    assert err.strip(), "no message on stderr"
+    assert "bad.json" in err or "connection" in err.lower() or "json" in err.lower(), err
+
+
+def _conn_file(tmp_path, **extra):
+    path = str(tmp_path / "kernel-test.json")
+    fname, info = write_connection_file(path, ip="127.0.0.1",
+                                        key=b"k3y-" + os.urandom(8).hex().encode())
+    with open(fname) as f:
+        data = json.load(f)
+    data.update(extra)
+    with open(fname, "w") as f:
+        json.dump(data, f)
+    return fname, data
+
+
+@pytest.mark.cellblock_only
+@pytest.mark.parametrize("scheme", ["hmac-md5", "hmac-sha1", "rsa", ""])
+def test_unsupported_signature_scheme(tmp_path, scheme):
+    fname, _ = _conn_file(tmp_path, signature_scheme=scheme)
+    rc, _, err = _run_to_exit(_argv(fname))
+    assert rc == 2, (rc, err)
+    assert "signature_scheme" in err or (scheme and scheme in err), err
+
+
+@pytest.mark.cellblock_only
+@pytest.mark.parametrize("field,value", [("shell_port", "not-a-port"), ("shell_port", 70000),
+                                         ("transport", "udp"), ("key", 12)])
+def test_invalid_connection_fields(tmp_path, field, value):
+    fname, _ = _conn_file(tmp_path, **{field: value})
+    rc, _, err = _run_to_exit(_argv(fname))
+    assert rc != 0 and err.strip(), (rc, err)
+
+
+@pytest.mark.cellblock_only
+def test_extra_keys_ignored(tmp_path):
+    """Unknown keys (kernel_name is written by jupyter_client itself) are
+    ignored; the kernel serves normally."""
+    fname, info = _conn_file(tmp_path, kernel_name="cellblock", cb_future={"x": [1, 2]},
+                             another_key=None)
+    p = subprocess.Popen(_argv(fname), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    kc = BlockingKernelClient(connection_file=fname)
+    kc.load_connection_file()
+    try:
+        kc.start_channels()
+        kc.wait_for_ready(timeout=30)
+        kernel_alive_check(kc)
+        children = descendants(p.pid)
+        kc.shutdown()
+        assert p.wait(timeout=10) == 0, "exit status after shutdown_request"
+        assert not wait_gone(children, 5)
+    finally:
+        kc.stop_channels()
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        p.stderr.close()
+
+
+def test_ipc_transport(kernel_factory, tmp_path):
+    k = kernel_factory(transport="ipc", ip=str(tmp_path / "cb-ipc"))
+    info = k.connection_info()
+    assert info["transport"] == "ipc"
+    assert os.path.exists(f"{info['ip']}-{info['shell_port']}")
+    r = execute(k.kc, "print('over ipc')")
+    assert r.status == "ok" and r.stream() == "over ipc\n"
+    with RawClient(info) as raw:
+        raw.wait_ready()
+        _, ev = raw.request("control", "kernel_info_request")
+        assert any(e.msg_type == "kernel_info_reply" for e in ev)
+
+
+@pytest.mark.cellblock_only
+def test_kernel_exits_when_sigterm(tmp_path):
+    """SIGTERM (jupyter_client's escalation after shutdown_wait_time) ends
+    the kernel and its sandbox promptly."""
+    fname, _ = _conn_file(tmp_path)
+    p = subprocess.Popen(_argv(fname), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    kc = BlockingKernelClient(connection_file=fname)
+    kc.load_connection_file()
+    try:
+        kc.start_channels()
+        kc.wait_for_ready(timeout=30)
+        kernel_alive_check(kc)
+        children = descendants(p.pid)
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=5)
+        assert not wait_gone(children, 5), "sandbox survived SIGTERM of the kernel"
+    finally:
+        kc.stop_channels()
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
