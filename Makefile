@@ -21,6 +21,9 @@ TEST_PYTHON ?= $(shell for p in /usr/bin/python3 python3; do \
     $$p -c 'import jupyter_client' >/dev/null 2>&1 && { command -v $$p; break; }; done)
 # The interpreter that runs inside the sandbox (baked into the kernelspec).
 SANDBOX_PYTHON ?= /usr/bin/python3
+# Where `make install` puts the client package (cellblock.Sandbox); on Debian
+# $(PREFIX)/lib/python3/dist-packages is on /usr/bin/python3's path.
+PYTHON_SITE ?= $(PREFIX)/lib/python3/dist-packages
 
 PKGS      := libzmq libczmq jansson libsodium libseccomp
 DEPS_OK   := $(BUILD)/.deps-ok
@@ -95,7 +98,12 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/tap.h $(BUILD)/libcellblock.a
 unit: $(UNIT_BIN) all
 	@set -e; for t in $(UNIT_BIN); do echo "# $$t"; $$t; done
 
-pytest: all
+# npm deps of tests/frontends (playwright-core; the browser is Debian's chromium)
+.PHONY: frontend-deps
+frontend-deps:
+	@sh tests/frontends/setup.sh
+
+pytest: all frontend-deps
 	@test -n "$(TEST_PYTHON)" || { echo "no Python with jupyter_client found; run: sh scripts/deps.sh"; exit 1; }
 	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
 
@@ -118,6 +126,8 @@ install: all
 	    -e 's|@PYTHON@|$(SANDBOX_PYTHON)|g' kernelspec/kernel.json.in \
 	    > $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellblock/kernel.json
 	cp kernelspec/logo-* $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellblock/ 2>/dev/null || true
+	install -d $(DESTDIR)$(PYTHON_SITE)/cellblock
+	install -m 644 client/cellblock/*.py $(DESTDIR)$(PYTHON_SITE)/cellblock/
 
 indent:
 	clang-format -i $(wildcard */*.c */*.h tests/unit/*.c tests/unit/*.h)
