@@ -65,7 +65,8 @@ $(DEPS_OK): scripts/deps.sh
 
 $(BUILD)/obj/%.o: %.c $(DEPS_OK)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libcellblock.a: $(LIB_OBJ)
 	@rm -f $@
@@ -92,7 +93,8 @@ $(KSPEC): $(KERNEL_BIN) kernelspec/kernel.json.in $(wildcard kernelspec/logo-*)
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/tap.h $(BUILD)/libcellblock.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -iquote tests/unit -o $@ $< \
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -iquote tests/unit -o $@ $< \
 	    $(BUILD)/libcellblock.a $(PKG_LIBS)
 
 unit: $(UNIT_BIN) all
