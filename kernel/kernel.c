@@ -486,11 +486,13 @@ static void s_finish_execute(kernel_t *k, const json_t *done, const char *ename,
         k->hist[k->n_hist - 1].output = k->ex_result_text;
         k->ex_result_text = NULL;
     }
+    /* stop_on_error: what has arrived by now is "queued" and gets aborted.
+     * Take it before the reply goes out, so a request the client sends after
+     * seeing this reply is never caught by the abort. */
+    if (!ok && k->ex_stop_on_error && !k->ex_silent) s_abort_queued(k);
     s_reply(k, CB_CH_SHELL, &k->cur, "execute_reply", meta, content);
     s_status(k, k->cur.header, "idle");
-    bool abort = !ok && k->ex_stop_on_error && !k->ex_silent;
     s_cur_clear(k);
-    if (abort) s_abort_queued(k);
 }
 
 static void s_finish_other(kernel_t *k, const json_t *f) {
