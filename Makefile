@@ -11,9 +11,14 @@
 
 PREFIX    ?= /usr/local
 DESTDIR   ?=
-BUILD     ?= build
 CC        ?= cc
 SANITIZE  ?=
+# A sanitizer build lives in its own tree so objects never mix.
+ifneq ($(SANITIZE),)
+BUILD     ?= build-sanitize
+else
+BUILD     ?= build
+endif
 PYTEST_ARGS ?=
 
 # A Python that has jupyter_client (the pyenv python3 on PATH may not).
@@ -107,7 +112,9 @@ frontend-deps:
 
 pytest: all frontend-deps
 	@test -n "$(TEST_PYTHON)" || { echo "no Python with jupyter_client found; run: sh scripts/deps.sh"; exit 1; }
-	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	$(TEST_PYTHON) -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
 
 test: unit pytest
 
