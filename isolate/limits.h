@@ -22,7 +22,6 @@
 #define CB_REPLAY_HISTORY 65536             /* signatures remembered */
 #define CB_SHELL_QUEUE_MAX 4096             /* shell requests held while aborting */
 #define CB_KERNEL_HISTORY_MAX 100000        /* history entries kept */
-#define CB_HB_POLL_MS 200                   /* heartbeat thread stop check */
 
 /* ---- kernel <-> runner frames ---------------------------------------- */
 #define CB_RUNNER_PROTOCOL_VERSION 1        /* docs/RUNNER_PROTOCOL.md */

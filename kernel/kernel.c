@@ -30,7 +30,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sodium.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -68,7 +67,7 @@ typedef struct {
     cb_wire_ctx_t wire;                 /* session id etc. */
     zsock_t *sock[CB_CH_COUNT];         /* hb is owned by the heartbeat thread */
     pthread_t hb_thread;                /* heartbeat echo */
-    atomic_bool hb_stop;                /* asks the heartbeat thread to end */
+    zsock_t *hb_stop_tx, *hb_stop_rx;   /* inproc pair: a message ends the heartbeat thread */
     int sigfd;                          /* signalfd for INT, TERM, CHLD, HUP */
     char launcher_path[CB_PATH_MAX];    /* cellblock-launcher */
     char runner_path[CB_PATH_MAX];      /* runner.py */
@@ -1009,11 +1008,18 @@ static void s_handle_signals(kernel_t *k) {
 static void *s_heartbeat(void *arg) {
     kernel_t *k = arg;
     zsock_t *hb = k->sock[CB_CH_HB];
-    zsock_set_rcvtimeo(hb, CB_HB_POLL_MS);
-    while (!atomic_load(&k->hb_stop)) {
-        zmsg_t *m = zmsg_recv(hb);
-        if (m == NULL) continue;
-        zmsg_send(&m, hb);
+    zmq_pollitem_t it[2] = {{zsock_resolve(hb), 0, ZMQ_POLLIN, 0},
+                            {zsock_resolve(k->hb_stop_rx), 0, ZMQ_POLLIN, 0}};
+    for (;;) {
+        if (zmq_poll(it, 2, -1) < 0) {
+            if (zmq_errno() == EINTR) continue;
+            break;
+        }
+        if (it[1].revents) break; /* the main thread asks us to stop: at once */
+        if (it[0].revents) {
+            zmsg_t *m = zmsg_recv(hb);
+            if (m) zmsg_send(&m, hb);
+        }
     }
     return NULL;
 }
@@ -1236,7 +1242,10 @@ int cb_kernel_main(cb_opts_t *opts) {
         LOG_W("--sandbox none: user code runs WITHOUT any confinement");
     if (strcmp(opts->network, "host") == 0)
         LOG_W("--network host: the sandbox shares the host's network");
-    if (pthread_create(&k->hb_thread, NULL, s_heartbeat, k) != 0) {
+    k->hb_stop_rx = zsock_new_pair("@inproc://cellblock-hb-stop");
+    k->hb_stop_tx = zsock_new_pair(">inproc://cellblock-hb-stop");
+    if (k->hb_stop_rx == NULL || k->hb_stop_tx == NULL ||
+        pthread_create(&k->hb_thread, NULL, s_heartbeat, k) != 0) {
         LOG_E("pthread_create(heartbeat) failed");
         goto out;
     }
@@ -1249,7 +1258,7 @@ int cb_kernel_main(cb_opts_t *opts) {
     LOG_I("cellblock-kernel %s ready (session %s)", CB_VERSION, k->wire.session);
     s_loop(k);
     status = 0;
-    atomic_store(&k->hb_stop, true);
+    zstr_send(k->hb_stop_tx, "stop");
     pthread_join(k->hb_thread, NULL);
 out:
     k->exiting = true;
@@ -1268,6 +1277,8 @@ out:
     free(k->hist);
     json_decref(k->last_parent);
     for (int ch = 0; ch < CB_CH_COUNT; ch++) zsock_destroy(&k->sock[ch]);
+    zsock_destroy(&k->hb_stop_tx);
+    zsock_destroy(&k->hb_stop_rx);
     cb_artifacts_destroy(&k->artifacts);
     cb_auth_destroy(&k->auth);
     if (k->sigfd >= 0) close(k->sigfd);
