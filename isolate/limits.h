@@ -30,7 +30,7 @@
 #define CB_RUNNER_HELLO_TIMEOUT_MS 30000    /* runner must say hello by then */
 #define CB_STREAM_CHUNK 65536               /* bytes read from a pipe at once */
 #define CB_STREAM_FLUSH_MS 20               /* coalesce stdout/stderr this long */
-#define CB_STREAM_FLUSH_BYTES 65536         /* ... or this many bytes */
+#define CB_STREAM_FLUSH_BYTES (256u << 10)  /* ... or this many bytes */
 #define CB_STREAM_FIRST_MS 5                /* first bytes after a quiet period wait this long */
 #define CB_REPORT_LINE_MAX 1024             /* one launcher report line */
 

@@ -149,8 +149,11 @@ static char *s_utf8_clean(const uint8_t *in, size_t len, bool final, size_t *use
         size_t need;
         uint32_t min;
         if (c < 0x80) {
-            out[o++] = (char) c;
-            i++;
+            size_t run = 1;
+            while (i + run < len && in[i + run] < 0x80) run++;
+            memcpy(out + o, in + i, run); /* ASCII runs: the common case */
+            o += run;
+            i += run;
             continue;
         } else if ((c & 0xe0) == 0xc0) {
             need = 1, min = 0x80;
@@ -218,7 +221,8 @@ static void s_stream_publish(kernel_t *k, int which, bool final) {
             while (room > 0 && (text[room] & 0xc0) == 0x80) room--; /* whole characters */
             if (room > 0)
                 s_publish(k, "stream", parent,
-                          json_pack("{s:s, s:s%}", "name", which ? "stderr" : "stdout", "text", text, room));
+                          json_pack("{s:s, s:o}", "name", which ? "stderr" : "stdout", "text",
+                                    json_stringn_nocheck(text, room)));
             char note[160];
             snprintf(note, sizeof note,
                      "\n[cellblock] output limit of %ld MiB for this cell reached (--max-output); "
@@ -226,7 +230,8 @@ static void s_stream_publish(kernel_t *k, int which, bool final) {
             s_publish(k, "stream", parent, json_pack("{s:s, s:s}", "name", "stderr", "text", note));
         } else if (!(k->cur_kind == REQ_EXECUTE && k->ex_out_limited)) {
             s_publish(k, "stream", parent,
-                      json_pack("{s:s, s:s%}", "name", which ? "stderr" : "stdout", "text", text, olen));
+                      json_pack("{s:s, s:o}", "name", which ? "stderr" : "stdout", "text",
+                                json_stringn_nocheck(text, olen))); /* cleaned above */
         }
         if (k->cur_kind == REQ_EXECUTE) k->ex_out_bytes += olen;
     }
