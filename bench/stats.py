@@ -1,0 +1,53 @@
+"""Small statistics and formatting helpers for the benchmark (stdlib only)."""
+
+import math
+
+
+def pct(xs, p):
+    """Nearest-rank percentile (p in 0..100); None for no data."""
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    k = max(1, int(math.ceil(p / 100.0 * len(xs))))
+    return xs[k - 1]
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def fmt_num(v, unit):
+    """Formats v (seconds, KiB, MiB/s, 1/s or a plain count) for a table."""
+    if v is None:
+        return "—"
+    if unit == "s":
+        if v < 0.001:
+            return "%.0f µs" % (v * 1e6)
+        if v < 1:
+            return "%.1f ms" % (v * 1e3) if v < 0.1 else "%.0f ms" % (v * 1e3)
+        return "%.2f s" % v
+    if unit == "KiB":
+        return "%.1f MiB" % (v / 1024.0)
+    if unit == "MiB/s":
+        return "%.1f MiB/s" % v
+    if unit == "/s":
+        return "%.0f /s" % v
+    return "%g" % v
+
+
+def fmt_ratio(r):
+    if r is None:
+        return "—"
+    if r < 0.1:
+        return "%.3f" % r
+    return "%.2f" % r
