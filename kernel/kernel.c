@@ -483,7 +483,8 @@ static void s_finish_execute(kernel_t *k, const json_t *done, const char *ename,
     }
     json_t *meta = json_pack("{s:s, s:b, s:s, s:s}", "started", k->ex_started, "dependencies_met", 1,
                              "engine", k->wire.session, "status", ok ? "ok" : "error");
-    if (meta && summary) json_object_set_new(meta, "cellblock", json_pack("{s:o}", "artifacts", summary));
+    /* always present, [] when nothing came back or collection is off */
+    if (meta) json_object_set_new(meta, "cellblock", json_pack("{s:o}", "artifacts", summary ? summary : json_array()));
     else json_decref(summary);
     if (k->ex_store && !k->ex_silent && k->n_hist > 0 && k->ex_result_text &&
         k->hist[k->n_hist - 1].line == k->ex_shown) {

@@ -241,33 +241,27 @@ def _timeit(args, g, l, body=None):
     import timeit
     import math
     import shlex
+    import re
     number, repeat = 0, 7
-    words = shlex.split(args) if body is None else shlex.split(args)
     quiet = False
-    rest = []
-    i = 0
-    while i < len(words):
-        w = words[i]
-        if w == "-n" and i + 1 < len(words):
-            number = int(words[i + 1])
-            i += 2
-        elif w == "-r" and i + 1 < len(words):
-            repeat = int(words[i + 1])
-            i += 2
-        elif w == "-q":
-            quiet = True
-            i += 1
-        else:
+    # leading options, attached or not: -n 10, -n10, -r 3, -r3, -q (as IPython)
+    opt = re.compile(r"\s*-(?:([nr])\s*(\d+)|(q))(?=\s|$)")
+    pos = 0
+    while True:
+        m = opt.match(args, pos)
+        if m is None:
             break
+        if m.group(1) == "n":
+            number = int(m.group(2))
+        elif m.group(1) == "r":
+            repeat = max(1, int(m.group(2)))
+        else:
+            quiet = True
+        pos = m.end()
     if body is None:
-        stmt = args
-        # strip the options we consumed from the statement text
-        for _ in range(i):
-            stmt = stmt.lstrip()
-            stmt = stmt.split(None, 1)[1] if len(stmt.split(None, 1)) > 1 else ""
-        setup = "pass"
+        stmt, setup = args[pos:].strip(), "pass"
     else:
-        stmt, setup = body, (" ".join(words[i:]) or "pass")
+        stmt, setup = body, (args[pos:].strip() or "pass")
     if not stmt.strip():
         raise UsageError("%timeit needs a statement")
     ns = dict(g)
@@ -317,7 +311,17 @@ def _pip(args, g, l):
     _runner._flush()
     if rc != 0:
         words = shlex.split(args)
-        if words[:1] in (["install"], ["download"]):
+        import sysconfig
+        managed = (os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+                   and sys.prefix == sys.base_prefix)
+        escape = {"--break-system-packages", "--target", "-t", "--prefix", "--root"}
+        if words[:1] == ["install"] and managed and not escape.intersection(words):
+            print("\ncellblock: pip refused (exit code %d): this Python is externally managed "
+                  "(PEP 668, e.g. Debian's system Python), so packages cannot be installed into "
+                  "it. Use a Python in a virtual environment for the sandbox (--python), or "
+                  "--target DIR. Note also that the sandbox has no network access unless the "
+                  "kernel was started with --network host." % rc, file=sys.stderr)
+        elif words[:1] in (["install"], ["download"]):
             print("\ncellblock: pip failed (exit code %d). The sandbox has no network access "
                   "unless the kernel was started with --network host, so packages cannot be "
                   "downloaded from an index." % rc, file=sys.stderr)
