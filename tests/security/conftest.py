@@ -1,0 +1,147 @@
+"""Fixtures for the escape tests: every test runs against the built cellblock
+kernel AND, as a control, against the stock `python3` ipykernel kernelspec.
+
+A test computes whether its attack "escaped" and calls `verdict`, which
+asserts containment for cellblock and asserts the escape for the control:
+a test that cannot tell a confined kernel from an unconfined one fails.
+The control is skipped when no python3 kernelspec is installed (a failure
+with CB_MUST_WORK=1).  `CB_SECURITY_KERNELS=cellblock` runs only cellblock.
+
+Network tests target loopback only.  Resource tests are bounded so that an
+unconfined kernel (the control) cannot hurt the machine.
+"""
+
+import json
+import os
+import queue
+import shutil
+import sys
+import tempfile
+
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("CELLBLOCK_BUILD") or os.path.join(REPO, "build")
+KSPEC_ROOT = os.path.join(BUILD, "share", "jupyter")
+_jp = os.environ.get("JUPYTER_PATH", "")
+if KSPEC_ROOT not in _jp.split(os.pathsep):
+    os.environ["JUPYTER_PATH"] = KSPEC_ROOT + (os.pathsep + _jp if _jp else "")
+
+MUST_WORK = os.environ.get("CB_MUST_WORK") == "1"
+KERNELS = os.environ.get("CB_SECURITY_KERNELS", "cellblock,python3").split(",")
+# limits of the "small" cellblock kernel used by the resource tests
+SMALL = {"memory_mb": 200, "pids": 48, "disk_mb": 32, "cpus": 0.5, "open_files": 256}
+
+
+def skip_or_fail(reason):
+    if MUST_WORK:
+        pytest.fail("skip not allowed (CB_MUST_WORK=1): " + reason)
+    pytest.skip(reason)
+
+
+class Kernel:
+    """A started kernel and its blocking client."""
+
+    def __init__(self, name, extra_argv=None):
+        self.name = name
+        self.control = name != "cellblock"
+        self._tmp = None
+        ksm = KernelSpecManager()
+        if extra_argv:
+            spec = ksm.get_kernel_spec(name)
+            self._tmp = tempfile.mkdtemp(prefix="cb-sec-kspec-")
+            kdir = os.path.join(self._tmp, "kernels", name + "-custom")
+            os.makedirs(kdir)
+            with open(os.path.join(kdir, "kernel.json"), "w") as f:
+                json.dump(dict(spec.to_dict(), argv=spec.argv + extra_argv), f)
+            ksm = KernelSpecManager(kernel_dirs=[os.path.join(self._tmp, "kernels")])
+            name = name + "-custom"
+        self.km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)
+        self.km.start_kernel()
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    def run(self, code, timeout=60):
+        """Executes code; returns (stdout+stderr text, error name or None)."""
+        msg_id = self.kc.execute(code)
+        out, err = [], None
+        while True:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError("no reply within %ss" % timeout)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            t, c = msg["msg_type"], msg["content"]
+            if t == "stream":
+                out.append(c["text"])
+            elif t == "error":
+                err = c["ename"]
+                out.append("%s: %s" % (c["ename"], c["evalue"]))
+            elif t == "status" and c["execution_state"] == "idle":
+                break
+        return "".join(out), err
+
+    def connection_key(self):
+        return self.km.session.key.decode()
+
+    def shutdown(self):
+        if self.km is None:
+            return
+        try:
+            self.kc.stop_channels()
+            self.km.shutdown_kernel(now=False)
+        finally:
+            self.km = None
+            if self._tmp:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _check_available(name):
+    if name == "cellblock":
+        if not os.path.exists(os.path.join(KSPEC_ROOT, "kernels", "cellblock", "kernel.json")):
+            skip_or_fail("cellblock is not built (run make)")
+    elif name not in KernelSpecManager().find_kernel_specs():
+        skip_or_fail("control kernelspec %r is not installed (python3-ipykernel)" % name)
+
+
+@pytest.fixture(scope="module", params=KERNELS)
+def kernel(request):
+    _check_available(request.param)
+    k = Kernel(request.param)
+    yield k
+    k.shutdown()
+
+
+@pytest.fixture(params=KERNELS)
+def fresh_kernel(request):
+    """A kernel of its own (for tests that shut it down)."""
+    _check_available(request.param)
+    k = Kernel(request.param)
+    yield k
+    k.shutdown()
+
+
+@pytest.fixture(scope="module", params=KERNELS)
+def small_kernel(request):
+    """cellblock with small limits; the control is the stock kernel."""
+    _check_available(request.param)
+    extra = None
+    if request.param == "cellblock":
+        extra = ["--memory", str(SMALL["memory_mb"]), "--pids", str(SMALL["pids"]),
+                 "--disk", str(SMALL["disk_mb"]), "--cpus", str(SMALL["cpus"]),
+                 "--open-files", str(SMALL["open_files"]), "--timeout", "120"]
+    k = Kernel(request.param, extra)
+    yield k
+    k.shutdown()
+
+
+def verdict(kernel, escaped, what):
+    """Containment for cellblock; the control must escape (else the test is blind)."""
+    if kernel.control:
+        assert escaped, "control kernel did not escape, so this test cannot detect: " + what
+    else:
+        assert not escaped, "SANDBOX ESCAPE: " + what
