@@ -165,6 +165,16 @@ libc = ctypes.CDLL(None, use_errno=True)
 params = (ctypes.c_uint8 * 120)()
 print('ESCAPED' if libc.syscall(425, 4, params) >= 0 else 'no')
 """,
+    "setuid_su": """
+import subprocess
+# su is setuid root on the host; nosuid mounts and no_new_privs must make it useless
+try:
+    r = subprocess.run(['su', 'root', '-c', 'id -u'], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=10)
+    print('ESCAPED' if r.stdout.strip() == '0' else 'no')
+except (OSError, subprocess.TimeoutExpired):
+    print('no')
+""",
     "keyctl": """
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
@@ -318,3 +328,30 @@ print('PATH', os.path.abspath(%r))
     for f in files:
         os.unlink(f)
     verdict(fresh_kernel, bool(pids) or bool(files), "process/file survived shutdown")
+
+
+def test_nothing_survives_restart(fresh_kernel):
+    marker = "cbrestart" + secrets.token_hex(4)
+    fresh_kernel.run("""
+import subprocess, sys
+subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', %r], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+open(%r, 'w').write('x')
+""" % (marker, marker + ".txt"))
+    time.sleep(0.5)
+    fresh_kernel.km.restart_kernel(now=False)
+    fresh_kernel.kc.wait_for_ready(timeout=60)
+    out, _ = fresh_kernel.run("import os\nprint('FILE' if os.path.exists(%r) else 'gone')\n"
+                              "print('PATH', os.path.abspath(%r))" % (marker + ".txt", marker + ".txt"))
+    time.sleep(0.5)
+    r = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    pids = [int(p) for p in r.stdout.split()]
+    for p in pids:  # the control's leftovers: ours to clean up
+        try:
+            os.kill(p, 9)
+        except OSError:
+            pass
+    written = out.split("PATH", 1)[1].strip() if "PATH" in out else ""
+    if fresh_kernel.control and written and os.path.exists(written):
+        os.unlink(written)
+    verdict(fresh_kernel, bool(pids) or "FILE" in out, "process/file survived a restart")
