@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
 
 int cb_write_all(int fd, const void *buf, size_t len) {
     const char *p = buf;
@@ -43,4 +45,27 @@ int cb_set_nonblock(int fd, int on) {
     if (fl < 0) return -1;
     fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
     return fcntl(fd, F_SETFL, fl);
+}
+
+int cb_send_with_fd(int sock, const void *buf, size_t len, int fd) {
+    struct iovec iov = {.iov_base = (void *) buf, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } cm;
+    if (fd >= 0) {
+        memset(&cm, 0, sizeof cm);
+        mh.msg_control = cm.buf;
+        mh.msg_controllen = sizeof cm.buf;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    for (;;) {
+        if (sendmsg(sock, &mh, MSG_NOSIGNAL) >= 0) return 0;
+        if (errno != EINTR) return -1;
+    }
 }

@@ -36,6 +36,10 @@ static inline int steal_fd(int *fd) {
 int cb_write_all(int fd, const void *buf, size_t len);
 /* read(2) exactly len bytes. 0 ok, -1 errno (EPIPE-like: errno=0 on EOF). */
 int cb_read_all(int fd, void *buf, size_t len);
+/* Sends len bytes as one message on a unix socket, with fd attached by
+ * SCM_RIGHTS when fd >= 0.  Retries EINTR; no allocation (safe between clone
+ * and exec).  0 ok, -1 errno. */
+int cb_send_with_fd(int sock, const void *buf, size_t len, int fd);
 /* Set or clear O_NONBLOCK. 0 ok, -1 errno. */
 int cb_set_nonblock(int fd, int on);
 

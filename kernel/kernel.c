@@ -1214,15 +1214,7 @@ int cb_kernel_main(cb_opts_t *opts) {
     k->queue = calloc(CB_SHELL_QUEUE_MAX, sizeof *k->queue);
     if (k->queue == NULL) goto out;
 
-    if (strcmp(opts->artifacts, "none") != 0) {
-        cb_artifacts_limits_t al;
-        cb_artifacts_limits_default(&al);
-        cb_artifacts_parse_mode(opts->artifacts, &al.mode);
-        al.max_file_bytes = (size_t) opts->artifact_max_file_mb << 20;
-        al.max_cell_bytes = (size_t) opts->artifact_max_cell_mb << 20;
-        al.max_files = (size_t) opts->artifact_max_files;
-        k->artifacts = cb_artifacts_new(&al);
-    }
+    k->artifacts = cb_opts_new_artifacts(opts);
 
     /* Signals: block before any thread exists so libzmq's threads inherit the mask. */
     sigset_t mask;

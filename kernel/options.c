@@ -5,6 +5,7 @@
 
 #include "kernel/options.h"
 
+#include "artifacts/artifacts.h"
 #include "limits.h"
 
 #include <errno.h>
@@ -273,4 +274,15 @@ int cb_opts_find_helpers(const cb_opts_t *o, char *launcher, size_t llen, char *
         return -1;
     }
     return 0;
+}
+
+cb_artifacts_t *cb_opts_new_artifacts(const cb_opts_t *o) {
+    if (strcmp(o->artifacts, "none") == 0) return NULL;
+    cb_artifacts_limits_t al;
+    cb_artifacts_limits_default(&al);
+    cb_artifacts_parse_mode(o->artifacts, &al.mode);
+    al.max_file_bytes = (size_t) o->artifact_max_file_mb << 20;
+    al.max_cell_bytes = (size_t) o->artifact_max_cell_mb << 20;
+    al.max_files = (size_t) o->artifact_max_files;
+    return cb_artifacts_new(&al);
 }

@@ -53,6 +53,10 @@ enum { CB_OPTS_RUN = 0, CB_OPTS_EXIT_OK = 1, CB_OPTS_EXIT_USAGE = 2 };
  * EXIT_OK after --help/--version, or EXIT_USAGE after printing why. */
 int cb_opts_parse(int argc, char **argv, cb_opts_t *o);
 void cb_opts_usage(FILE *f);
+/* The artifact collector for these options: a new one, or NULL when
+ * --artifacts none. */
+struct cb_artifacts;
+struct cb_artifacts *cb_opts_new_artifacts(const cb_opts_t *o);
 /* Resolves the launcher and runner (options, else next to this binary:
  * ../libexec/cellblock/cellblock-launcher, ../share/cellblock/runner/runner.py)
  * and checks that they and the python exist. 0 ok, -1 (logged). */

@@ -446,15 +446,7 @@ int cb_run_main(int argc, char **argv) {
         fprintf(stderr, "cellblock run: cannot find the launcher, runner or python\n");
         goto out;
     }
-    if (strcmp(opts->artifacts, "none") != 0) {
-        cb_artifacts_limits_t al;
-        cb_artifacts_limits_default(&al);
-        cb_artifacts_parse_mode(opts->artifacts, &al.mode);
-        al.max_file_bytes = (size_t) opts->artifact_max_file_mb << 20;
-        al.max_cell_bytes = (size_t) opts->artifact_max_cell_mb << 20;
-        al.max_files = (size_t) opts->artifact_max_files;
-        r.art = cb_artifacts_new(&al);
-    }
+    r.art = cb_opts_new_artifacts(opts);
     signal(SIGPIPE, SIG_IGN);
     cb_runner_cfg_t cfg = {launcher, opts->python, runner, opts->fwd};
     if (cb_runner_spawn(&r.run, &cfg) < 0) goto out;

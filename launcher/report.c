@@ -32,30 +32,11 @@ int cb_report_init(int report_fd, int *pump_fd) {
 }
 
 static int s_send(const char *buf, size_t len, int fd) {
-    struct iovec iov = {.iov_base = (void *) buf, .iov_len = len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } cm;
-    if (fd >= 0) {
-        memset(&cm, 0, sizeof cm);
-        mh.msg_control = cm.buf;
-        mh.msg_controllen = sizeof cm.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
     if (s_report_fd < 0) {
         errno = EBADF;
         return -1;
     }
-    for (;;) {
-        if (sendmsg(s_report_fd, &mh, MSG_NOSIGNAL) >= 0) return 0;
-        if (errno != EINTR) return -1;
-    }
+    return cb_send_with_fd(s_report_fd, buf, len, fd);
 }
 
 int cb_report(const char *fmt, ...) {

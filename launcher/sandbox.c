@@ -215,26 +215,7 @@ void cb_sandbox_error(const cb_sandbox_t *sb, char *buf, size_t len) {
 /* ---- inside: init and runner (no malloc, no stdio, no logging) ------------- */
 
 static int s_send_msg(int fd, const s_msg_t *m, int pass_fd) {
-    struct iovec iov = {.iov_base = (void *) m, .iov_len = sizeof *m};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } cm;
-    if (pass_fd >= 0) {
-        memset(&cm, 0, sizeof cm);
-        mh.msg_control = cm.buf;
-        mh.msg_controllen = sizeof cm.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
-    }
-    for (;;) {
-        if (sendmsg(fd, &mh, MSG_NOSIGNAL) >= 0) return 0;
-        if (errno != EINTR) return -1;
-    }
+    return cb_send_with_fd(fd, m, sizeof *m, pass_fd);
 }
 
 __attribute__((noreturn)) static void s_init_fail(int ctl, cb_step_t step, int arg) {

@@ -5,7 +5,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from rclient import Runner  # noqa: E402
+from .rclient import Runner  # noqa: E402
 
 
 @pytest.fixture

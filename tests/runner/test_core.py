@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from rclient import PYTHON, RUNNER, Runner
+from .rclient import PYTHON, RUNNER, Runner
 
 
 def test_hello_and_startup_time(runner):

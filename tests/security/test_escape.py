@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import SMALL, verdict
+from .conftest import SMALL, verdict
 
 # ---- reading host files ---------------------------------------------------------
 
