@@ -350,16 +350,26 @@ static void s_handle_history(kernel_t *k, const cb_msg_t *m) {
 /* ------------------------------------------------------------ kernel_info */
 
 static json_t *s_kernel_info(kernel_t *k) {
-    char ver[32], mm[16], url[64], banner[1400];
+    char ver[32], mm[16], url[64], banner[1600];
     snprintf(ver, sizeof ver, "%s", k->python_version[0] ? k->python_version : "3");
     const char *dot2 = strchr(ver, '.') ? strchr(strchr(ver, '.') + 1, '.') : NULL;
     snprintf(mm, sizeof mm, "%.*s", dot2 ? (int) (dot2 - ver) : (int) strlen(ver), ver);
     snprintf(url, sizeof url, "https://docs.python.org/%s", mm);
     const char *iso = k->run.isolation[0] ? k->run.isolation : k->isolation;
+    char requested[400] = "";
+    if (!iso[0]) {
+        /* asked before the launcher reported: say what was requested, not more */
+        const cb_opts_t *o = k->opts;
+        snprintf(requested, sizeof requested,
+                 "being set up (requested: %s sandbox, memory %ld MiB, pids %ld, cpus %g, disk %ld MiB, "
+                 "network %s; the isolation in force is reported once it is up)",
+                 o->sandbox, o->memory_mb, o->pids, o->cpus, o->disk_mb, o->network);
+        iso = requested;
+    }
     snprintf(banner, sizeof banner,
              "Python %s (cellblock %s: a sandboxed Jupyter kernel)\n"
-             "Sandbox: %s%s%s\n",
-             ver, CB_VERSION, iso[0] ? iso : "starting", k->last_fatal[0] ? "\nLast sandbox failure: " : "",
+             "Sandbox: %s%s%.500s\n",
+             ver, CB_VERSION, iso, k->last_fatal[0] ? "\nLast sandbox failure: " : "",
              k->last_fatal);
     return json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i}, s:s}, s:s, "
                      "s:[{s:s, s:s}], s:[], s:b}",

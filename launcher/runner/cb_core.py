@@ -659,6 +659,8 @@ def _execute(req):
         _S.sigmode = 0
         err = (type(e), e, e.__traceback__)
     _S.sigmode = 0
+    if isinstance(value, _ExitAutocall):     # a bare `exit` / `quit`, as IPython's autocall
+        value = value()
     if err is None and value is not None:
         if store:
             _store_result(value, count, glob)
@@ -812,6 +814,19 @@ def _preload(req):
             pass
 
 
+class _ExitAutocall:
+    """`exit`/`quit` as in IPython's kernel: ask the frontend to close (the
+    ask_exit payload, which jupyter console acts on) instead of ending the
+    interpreter.  exit(keep_kernel=True) keeps the kernel running."""
+
+    def __call__(self, keep_kernel=False):
+        if _S.payload is not None:
+            _S.payload.append({"source": "ask_exit", "keepkernel": bool(keep_kernel)})
+
+    def __repr__(self):
+        return "Use exit() or Ctrl-D to leave the frontend; the kernel stays until it is shut down."
+
+
 _HANDLERS = {
     "preload": _preload,
     "execute": _execute,
@@ -838,6 +853,7 @@ def _setup():
     builtins.clear_output = clear_output
     builtins.update_display = update_display
     builtins.get_ipython = get_ipython
+    builtins.exit = builtins.quit = _ExitAutocall()
     builtins.__cellblock__ = _Magic()
     if "getpass" in sys.modules:
         _patch_getpass(sys.modules["getpass"])
