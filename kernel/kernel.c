@@ -1217,6 +1217,18 @@ int cb_kernel_main(cb_opts_t *opts) {
         fprintf(stderr, "cellblock-kernel: cannot find the launcher, runner or python (see log)\n");
         goto out;
     }
+    {
+        /* Until the runner says hello, the version is what the interpreter's
+         * real name tells (python3.11 -> 3.11), so early kernel_info replies
+         * (and notebooks' language_info) are not just "3". */
+        char real[CB_PATH_MAX];
+        if (realpath(opts->python, real) != NULL) {
+            const char *b = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+            if (strncmp(b, "python", 6) == 0 && b[6] >= '0' && b[6] <= '9' &&
+                strspn(b + 6, "0123456789.") == strlen(b + 6))
+                snprintf(k->python_version, sizeof k->python_version, "%.16s", b + 6);
+        }
+    }
     k->auth = cb_auth_new(k->conn.key, k->conn.key_len, CB_REPLAY_HISTORY);
     sodium_memzero(k->conn.key, sizeof k->conn.key);
     if (k->auth == NULL) goto out;
