@@ -14,8 +14,9 @@ static int tap_n, tap_failed;
 
 #define TAP_OK(cond, ...)                                                   \
     do {                                                                    \
+        int tap_ok_ = !!(cond); /* evaluated once: cond may have effects */ \
         tap_n++;                                                            \
-        if (cond) {                                                         \
+        if (tap_ok_) {                                                      \
             printf("ok %d - ", tap_n);                                      \
         } else {                                                            \
             tap_failed++;                                                   \
@@ -23,7 +24,7 @@ static int tap_n, tap_failed;
         }                                                                   \
         printf(__VA_ARGS__);                                                \
         printf("\n");                                                       \
-        if (!(cond)) printf("#   at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+        if (!tap_ok_) printf("#   at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
     } while (0)
 
 #define TAP_EQ_INT(a, b, name)                                              \
