@@ -63,7 +63,7 @@ class TestCellblockConformance(jkt.KernelTests):
     ]
 
     code_history_pattern = "1?2*"
-    supported_history_operations = ("tail", "search")
+    supported_history_operations = ("tail", "range", "search")
 
     code_inspect_sample = "zip"
     code_clear_output = "from IPython.display import clear_output; clear_output()"
