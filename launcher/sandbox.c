@@ -5,8 +5,9 @@
  *   plan mounts/filter/env/limits
  *   cgroup (v2 | v1 | rlimits, degraded)
  *   clone(NEWUSER?|NEWPID|NEWNS|NEWNET|NEWIPC|NEWUTS) ─▶ waits for "go"
- *   uid/gid maps, cgroup.procs, "go" ───────▶ unshare(NEWCGROUP), hostname,
- *                                           lo up, mounts + pivot_root,
+ *   uid/gid maps, "go" ─────────────────────▶ hostname, lo up,
+ *   cgroup.procs (meanwhile), "go" ─────────▶ mounts + pivot_root, then
+ *                                           unshare(NEWCGROUP),
  *   ◀──────── workdir fd (SCM_RIGHTS) ───── sends /home/user O_PATH
  *                                           fork ─────────────────────▶ setsid, rlimits,
  *                                           drop caps, reap, forward    ids + caps + nnp,
@@ -245,17 +246,22 @@ __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int 
     cb_child_fail(errfd, CB_STEP_EXEC, -1);
 }
 
+/* Blocks for one S_GO byte from the launcher. 0 ok, -1 launcher gone. */
+static int s_wait_go(int ctl) {
+    char go = 0;
+    ssize_t r;
+    do r = read(ctl, &go, 1);
+    while (r < 0 && errno == EINTR);
+    return (r == 1 && go == S_GO) ? 0 : -1;
+}
+
 __attribute__((noreturn)) static void s_init_main(const cb_sandbox_t *sb, int ctl, int errfd) {
     sigset_t all;
     sigfillset(&all);
     (void) sigprocmask(SIG_SETMASK, &all, NULL);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) s_init_fail(ctl, CB_STEP_CLONE, -1);
-    char go = 0;
-    ssize_t r;
-    do r = read(ctl, &go, 1);
-    while (r < 0 && errno == EINTR);
-    if (r != 1 || go != S_GO) _exit(127); /* launcher gone or gave up */
-    if (unshare(CLONE_NEWCGROUP) < 0) s_init_fail(ctl, CB_STEP_CGROUP_NS, -1);
+    /* first go: the id maps are written, so the filesystem can be built */
+    if (s_wait_go(ctl) < 0) _exit(127); /* launcher gone or gave up */
     if (sethostname(CB_SANDBOX_HOSTNAME, sizeof CB_SANDBOX_HOSTNAME - 1) < 0)
         s_init_fail(ctl, CB_STEP_HOSTNAME, -1);
     if (!sb->opts->network_host && cb_net_lo_up() < 0) s_init_fail(ctl, CB_STEP_NET, -1);
@@ -266,6 +272,10 @@ __attribute__((noreturn)) static void s_init_main(const cb_sandbox_t *sb, int ct
         if (failed < 0) step = CB_STEP_PIVOT;
         s_init_fail(ctl, step, failed);
     }
+    /* second go: init is in its cgroup (the attach ran while we mounted), so
+     * the cgroup namespace is rooted there and the runner is born inside it */
+    if (s_wait_go(ctl) < 0) _exit(127);
+    if (unshare(CLONE_NEWCGROUP) < 0) s_init_fail(ctl, CB_STEP_CGROUP_NS, -1);
     int wfd = open(CB_SANDBOX_HOME, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     s_msg_t wm = {.type = S_MSG_WORKDIR};
     if (wfd < 0 || s_send_msg(ctl, &wm, wfd) < 0) s_init_fail(ctl, CB_STEP_WORKDIR, -1);
@@ -509,14 +519,21 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
         s_err(sb, "cannot map ids into the user namespace (%s): %s", strerror(errno), why);
         return -1;
     }
-    if (sb->cg != NULL && cb_cgroup_add(sb->cg, sb->init) < 0) {
-        s_err(sb, "cannot move the sandbox into its cgroup: %s", strerror(errno));
-        return -1;
-    }
+    /* Two steps: init builds the filesystem while the cgroup attach runs
+     * (a cgroup v1 attach can wait ~10 ms for an RCU grace period), and it
+     * forks the runner only after the second go. */
     char go = S_GO;
     if (cb_write_all(sb->ctl, &go, 1) < 0) {
         s_err(sb, "the sandbox's init died before setup: %s", strerror(errno));
         return -1;
+    }
+    if (sb->cg != NULL && cb_cgroup_add(sb->cg, sb->init) < 0) {
+        s_err(sb, "cannot move the sandbox into its cgroup: %s", strerror(errno));
+        return -1;
+    }
+    /* If init already failed (say, a mount), this send fails quietly (no
+     * SIGPIPE) and its error message is read just below. */
+    while (send(sb->ctl, &go, 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {
     }
     s_msg_t m;
     int wfd = -1;
