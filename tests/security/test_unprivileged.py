@@ -12,6 +12,7 @@ import secrets
 import shutil
 import subprocess
 import textwrap
+import time
 
 import pytest
 
@@ -136,3 +137,119 @@ def test_nothing_left_after_run_as_ordinary_user(user, works):
     assert "spawned" in out
     left = subprocess.run(["pgrep", "-u", user.pw_name, "-f", "sleep 300"], capture_output=True)
     assert left.stdout.strip() == b"", "a background process survived the sandbox"
+
+
+# ---- the kernel itself as an ordinary user, through jupyter_client --------------------
+
+
+@pytest.fixture(scope="module")
+def user_kernel(user, works, tmp_path_factory):
+    """cellblock-kernel started by jupyter_client but running as the test user.
+
+    jupyter_client writes the connection file 0600 for root, so the kernelspec
+    copies it into a directory owned by the user and then execs the kernel
+    through setpriv (no fork: the kernel keeps the pid jupyter_client knows)."""
+    from jupyter_client import KernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    if not os.path.exists(setpriv):
+        _skip_or_fail("setpriv (util-linux) missing")
+    import pathlib
+    import tempfile
+    home = pathlib.Path(tempfile.mkdtemp(prefix="cb-user-kernel-"))  # pytest's tmp is root-only
+    os.chmod(home, 0o711)
+    conn_dir = home / "conn"
+    conn_dir.mkdir()
+    os.chown(conn_dir, user.pw_uid, user.pw_gid)
+    os.chmod(conn_dir, 0o700)
+    kernel = os.path.join(BUILD, "bin", "cellblock-kernel")
+    script = ('cp "$0" {d}/conn.json && chown {u} {d}/conn.json && '
+              'exec {sp} --reuid={uid} --regid={gid} --clear-groups -- {k} -f {d}/conn.json').format(
+                  d=conn_dir, u=user.pw_name, sp=setpriv, uid=user.pw_uid, gid=user.pw_gid, k=kernel)
+    kdir = home / "kernels" / "cellblock-user"
+    kdir.mkdir(parents=True)
+    (kdir / "kernel.json").write_text(json.dumps({
+        "argv": ["/bin/sh", "-c", script, "{connection_file}"],
+        "display_name": "cellblock as an ordinary user", "language": "python",
+        "interrupt_mode": "message"}))
+    km = KernelManager(kernel_name="cellblock-user",
+                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(home / "kernels")]))
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        if km.has_kernel:  # a test may have shut it down already
+            km.shutdown_kernel(now=False)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _execute(kc, code, timeout=60):
+    msg_id = kc.execute(code)
+    out = []
+    reply = kc.get_shell_msg(timeout=timeout)
+    while True:
+        m = kc.get_iopub_msg(timeout=timeout)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if m["msg_type"] == "stream":
+            out.append(m["content"]["text"])
+        elif m["msg_type"] == "execute_result":
+            out.append(m["content"]["data"]["text/plain"])
+        elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            return reply["content"], "".join(out)
+
+
+def test_kernel_as_ordinary_user(user, user_kernel):
+    km, kc = user_kernel
+    pid = km.provisioner.process.pid
+    assert os.stat("/proc/%d" % pid).st_uid == user.pw_uid   # the kernel really is the user's
+    kc.kernel_info()
+    banner = kc.get_shell_msg(timeout=30)["content"]["banner"]
+    assert "user" in banner and "seccomp" in banner, banner  # user namespace; honest about limits
+    secret = secrets.token_hex(16)
+    path = "/tmp/cb-unpriv-kernel-" + secrets.token_hex(4)
+    with open(path, "w") as f:
+        f.write(secret)
+    os.chmod(path, 0o644)
+    try:
+        reply, out = _execute(kc, textwrap.dedent("""
+            import os
+            st = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)
+            print('caps', st['CapEff'].strip(), 'seccomp', st['Seccomp'].strip())
+            try:
+                print(open(%r).read())
+            except OSError as e:
+                print('denied', e.errno)
+        """ % path))
+        assert reply["status"] == "ok", reply
+        assert "caps 0000000000000000 seccomp 2" in out, out
+        assert secret not in out and "denied" in out, out
+    finally:
+        os.unlink(path)
+    # interrupt and state work as for a root kernel
+    _execute(kc, "kept = 41")
+    msg_id = kc.execute("while True: pass")
+    time.sleep(1.0)
+    km.interrupt_kernel()
+    reply = kc.get_shell_msg(timeout=30)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    _, out = _execute(kc, "kept + 1")
+    assert out == "42"
+
+
+def test_kernel_as_ordinary_user_leaves_nothing(user, user_kernel):
+    km, kc = user_kernel
+    _execute(kc, "import subprocess\nsubprocess.Popen(['sleep', '300'], start_new_session=True)")
+    km.shutdown_kernel(now=False)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = subprocess.run(["pgrep", "-u", user.pw_name], capture_output=True).stdout.split()
+        if not left:
+            break
+        time.sleep(0.2)
+    assert not left, "processes of the kernel's user survived shutdown: %r" % left
