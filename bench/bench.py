@@ -686,12 +686,13 @@ def header(cbspec, ipyspec):
         platform.python_version(), sys.executable, jupyter_client.__version__, ipykernel.__version__,
         zmq.__version__, zmq.zmq_version()))
     lines.append("libraries   %s" % ", ".join(vers))
-    lines.append("cellblock   %s (git %s)" % (" ".join(cbspec.argv), commit))
+    lines.append("cellblock   %s (git %s)" % (" ".join(cbspec.argv).replace(REPO, "<repo>"), commit))
     lines.append("ipykernel   %s" % " ".join(ipyspec.argv))
     env = {k: v for k, v in os.environ.items()
            if k.startswith(("OPENBLAS", "OMP_", "MKL_", "PYTHON", "JUPYTER", "MPL"))
            or k in ("LANG", "LC_ALL")}
-    lines.append("env         %s" % (" ".join("%s=%s" % kv for kv in sorted(env.items())) or "(none set)"))
+    lines.append("env         %s" % (" ".join("%s=%s" % kv for kv in sorted(env.items())).replace(REPO, "<repo>")
+                                    or "(none set)"))
     if "OPENBLAS_CORETYPE" not in os.environ:
         lines.append("            (OPENBLAS_CORETYPE unset: numpy import cost depends on it; "
                      "both kernels inherit the same env)")

@@ -67,11 +67,11 @@ for pid in os.listdir('/proc'):
             t = os.readlink('/proc/%%s/fd/%%s' %% (pid, fd))
             if t.endswith('.json'): found.append(open(t).read())
     except Exception: pass
-for p in glob.glob('/root/.local/share/jupyter/runtime/*') + glob.glob('/run/user/*/jupyter/*') + glob.glob('/tmp/*.json'):
+for p in glob.glob(%r + '/*') + glob.glob('/run/user/*/jupyter/*') + glob.glob('/tmp/*.json'):
     try: found.append(open(p).read())
     except Exception: pass
 print('\\n'.join(found))
-""" % cf)
+""" % (cf, os.path.dirname(cf)))
     verdict(kernel, key in out, "HMAC key found from inside")
 
 
