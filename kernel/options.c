@@ -6,6 +6,7 @@
 #include "kernel/options.h"
 
 #include "artifacts/artifacts.h"
+#include "artifacts/artifacts_limits.h"
 #include "limits.h"
 
 #include <errno.h>
@@ -50,15 +51,17 @@ void cb_opts_usage(FILE *f) {
 "\n"
 "outputs:\n"
 "  --artifacts none|images|all  files written in the working dir returned as outputs (default all)\n"
-"  --artifact-max-file SIZE  per file (default 10 MiB)\n"
-"  --artifact-max-cell SIZE  per cell (default 25 MiB)\n"
-"  --artifact-max-files N    files per cell (default 50)\n"
+"  --artifact-max-file SIZE  per file (default %u MiB)\n"
+"  --artifact-max-cell SIZE  per cell (default %u MiB)\n"
+"  --artifact-max-files N    files per cell (default %d)\n"
 "  --preload MODULES         comma-separated modules imported while idle (default none)\n"
 "\n"
 "  --launcher PATH, --runner PATH  override the installed helper paths\n"
 "  -h, --help, --version\n",
             CB_DEFAULT_MEMORY_MB, CB_DEFAULT_PIDS, CB_DEFAULT_CPUS, CB_DEFAULT_DISK_MB,
-            CB_DEFAULT_OPEN_FILES, CB_DEFAULT_TIMEOUT_S, CB_DEFAULT_MAX_OUTPUT_MB, CB_SANDBOX_UID);
+            CB_DEFAULT_OPEN_FILES, CB_DEFAULT_TIMEOUT_S, CB_DEFAULT_MAX_OUTPUT_MB, CB_SANDBOX_UID,
+            CB_ARTIFACTS_DEFAULT_MAX_FILE_BYTES >> 20, CB_ARTIFACTS_DEFAULT_MAX_CELL_BYTES >> 20,
+            CB_ARTIFACTS_DEFAULT_MAX_FILES);
 }
 
 static int s_bad(const char *flag, const char *val, const char *why) {
@@ -135,9 +138,9 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
     o->network = "none";
     o->uid = o->gid = -1;
     o->artifacts = "all";
-    o->artifact_max_file_mb = 10;
-    o->artifact_max_cell_mb = 25;
-    o->artifact_max_files = 50;
+    o->artifact_max_file_mb = CB_ARTIFACTS_DEFAULT_MAX_FILE_BYTES >> 20;
+    o->artifact_max_cell_mb = CB_ARTIFACTS_DEFAULT_MAX_CELL_BYTES >> 20;
+    o->artifact_max_files = CB_ARTIFACTS_DEFAULT_MAX_FILES;
 
     static const struct option longopts[] = {
         {"connection-file", required_argument, 0, 'f'}, {"python", required_argument, 0, O_PYTHON},
