@@ -1127,11 +1127,11 @@ static void s_loop(kernel_t *k) {
         if (k->exiting) break;
         zmq_pollitem_t it[9];
         int n = 0;
-        int i_shell = -1, i_ctl, i_stdin, i_sig, i_out = -1, i_err = -1, i_ev = -1, i_rep = -1;
-        if (k->cur_kind == REQ_NONE && k->q_len == 0) {
-            i_shell = n;
+        int i_ctl, i_stdin, i_sig, i_out = -1, i_err = -1, i_ev = -1, i_rep = -1;
+        /* shell is polled only when idle (it is then read at the loop's top):
+         * while a request is in flight, later ones wait in ZMQ, in order */
+        if (k->cur_kind == REQ_NONE && k->q_len == 0)
             it[n++] = (zmq_pollitem_t){zsock_resolve(k->sock[CB_CH_SHELL]), 0, ZMQ_POLLIN, 0};
-        }
         i_ctl = n;
         it[n++] = (zmq_pollitem_t){zsock_resolve(k->sock[CB_CH_CONTROL]), 0, ZMQ_POLLIN, 0};
         i_stdin = n;
@@ -1170,7 +1170,6 @@ static void s_loop(kernel_t *k) {
         }
         if (it[i_ctl].revents) s_pump_control(k);
         if (it[i_stdin].revents) s_pump_stdin(k);
-        (void) i_shell;
         s_timers(k);
     }
 }
