@@ -152,9 +152,7 @@ void cb_artifacts_set_test_hook(cb_artifacts_t *self, cb_artifacts_hook_fn fn, v
     self->hook_arg = arg;
 }
 
-void cb_artifacts_force_fallback(bool on) {
-    cb_artifacts_fs_force_fallback(on);
-}
+void cb_artifacts_force_fallback(bool on) { cb_artifacts_fs_force_fallback(on); }
 
 /* ---- remembered state -------------------------------------------------- */
 

@@ -33,9 +33,7 @@ typedef enum { S_OPENAT2_UNKNOWN, S_OPENAT2_WORKS, S_OPENAT2_MISSING } s_openat2
 static s_openat2_t s_openat2_state = S_OPENAT2_UNKNOWN;
 static bool s_force_fallback = false;
 
-void cb_artifacts_fs_force_fallback(bool on) {
-    s_force_fallback = on;
-}
+void cb_artifacts_fs_force_fallback(bool on) { s_force_fallback = on; }
 
 /* ---- opening ----------------------------------------------------------- */
 

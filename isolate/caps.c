@@ -22,8 +22,8 @@
 
 #include "util.h"
 
-#define S_LAST_CAP_DEFAULT 63  /* drop this many when /proc does not say */
-#define S_LAST_CAP_BUF 16      /* bytes of cap_last_cap */
+#define S_LAST_CAP_DEFAULT 63 /* drop this many when /proc does not say */
+#define S_LAST_CAP_BUF     16 /* bytes of cap_last_cap */
 
 int cb_rlimits_add(cb_rlimits_t *r, int resource, rlim_t value) {
     if (r->n >= CB_RLIMITS_MAX) return -1;
@@ -55,8 +55,7 @@ int cb_caps_last_cap(void) {
 int cb_caps_drop_all(int last_cap, bool set_ids, uid_t uid, gid_t gid) {
     for (int c = 0; c <= last_cap; c++)
         if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL) return -1;
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-        return -1;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) return -1;
     /* no path back to privilege through uid 0 or setuid fix-ups, locked */
     unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
                          SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |

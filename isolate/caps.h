@@ -14,9 +14,9 @@
 #define CB_RLIMITS_MAX 8 /* entries of a cb_rlimits_t */
 
 typedef struct {
-    int resource[CB_RLIMITS_MAX];         /* RLIMIT_* */
-    struct rlimit value[CB_RLIMITS_MAX];  /* soft = hard */
-    int n;                                /* used entries */
+    int resource[CB_RLIMITS_MAX];        /* RLIMIT_* */
+    struct rlimit value[CB_RLIMITS_MAX]; /* soft = hard */
+    int n;                               /* used entries */
 } cb_rlimits_t;
 
 /* Adds (resource, value) with soft = hard = value.  0 ok, -1 full. */

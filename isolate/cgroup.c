@@ -42,7 +42,8 @@ struct cb_cgroup {
     bool swap_off;               /* v2: memory.swap.max=0 applied */
 };
 
-static void s_why(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void s_why(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void s_why(char *why, size_t len, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -93,7 +94,8 @@ static long long s_keyed(const char *dir, const char *file, const char *key) {
     char buf[CB_CGROUP_FILE_MAX];
     if (cb_cgroup_read(dir, file, buf, sizeof buf) < 0) return -1;
     size_t kl = strlen(key);
-    for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    for (char *line = buf; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, key, kl) == 0 && line[kl] == ' ') return strtoll(line + kl + 1, NULL, 10);
     }
     return -1;
@@ -119,8 +121,8 @@ static cb_cgroup_t *s_alloc(cb_cgroup_version_t v, const cb_cgroup_limits_t *lim
 
 /* ---- v2 ------------------------------------------------------------------ */
 
-cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name,
-                              const cb_cgroup_limits_t *lim, char *why, size_t why_len) {
+cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgroup_limits_t *lim,
+                              char *why, size_t why_len) {
     static const char *const need[] = {"memory", "pids", "cpu"};
     char ctrl[CB_CGROUP_FILE_MAX];
     if (access(parent, W_OK) < 0) {
@@ -215,8 +217,8 @@ cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *na
         char own[CB_PATH_MAX];
         if (s_v1_self_path(self, s_v1_names[i], own, sizeof own) < 0) continue;
         char *dir = NULL;
-        if (asprintf(&dir, "%s/%s%s/%s", root, s_v1_names[i],
-                     strcmp(own, "/") == 0 ? "" : own, name) < 0)
+        if (asprintf(&dir, "%s/%s%s/%s", root, s_v1_names[i], strcmp(own, "/") == 0 ? "" : own,
+                     name) < 0)
             continue;
         if (mkdir(dir, CB_SANDBOX_MKDIR_MODE) < 0 && errno != EEXIST) {
             PLOG_D("mkdir(%s)", dir);
@@ -296,8 +298,8 @@ cb_cgroup_t *cb_cgroup_new_auto(const char *name, const cb_cgroup_limits_t *lim,
         if (cg != NULL) return cg;
         LOG_I("cgroup v2 not usable: %s", why2);
     }
-    cb_cgroup_t *cg = cb_cgroup_new_v1(CB_CGROUP_ROOT, "/proc/self/cgroup", name, lim, why,
-                                       why_len);
+    cb_cgroup_t *cg =
+        cb_cgroup_new_v1(CB_CGROUP_ROOT, "/proc/self/cgroup", name, lim, why, why_len);
     if (cg == NULL && why2[0] != '\0') s_why(why, why_len, "%s", why2);
     return cg;
 }
@@ -338,7 +340,8 @@ static int s_kill_listed(const char *dir) {
             n++;
         }
         p = end;
-        while (*p == '\n') p++;
+        while (*p == '\n')
+            p++;
     }
     return n;
 }
@@ -394,8 +397,8 @@ void cb_cgroup_describe(const cb_cgroup_t *cg, char *buf, size_t len) {
     char cpus[CB_OPT_MAX_NAME] = "cpu unlimited";
     if (cpu) (void) snprintf(cpus, sizeof cpus, "cpu %.2f", cg->lim.cpus);
     (void) snprintf(buf, len, "cgroup v%d (memory %ld MiB%s, pids %ld, %s)", (int) cg->version,
-                    cg->lim.memory_mb, noswap ? " no swap" : ", swap NOT limited",
-                    cg->lim.pids, cpus);
+                    cg->lim.memory_mb, noswap ? " no swap" : ", swap NOT limited", cg->lim.pids,
+                    cpus);
 }
 
 void cb_cgroup_destroy(cb_cgroup_t **self_p) {
@@ -405,7 +408,8 @@ void cb_cgroup_destroy(cb_cgroup_t **self_p) {
     int saved = errno;
     (void) cb_cgroup_kill(cg);
     char *dirs[V1_COUNT + 1] = {cg->dir};
-    for (int i = 0; i < V1_COUNT; i++) dirs[i + 1] = cg->v1_dir[i];
+    for (int i = 0; i < V1_COUNT; i++)
+        dirs[i + 1] = cg->v1_dir[i];
     for (int i = 0; i < V1_COUNT + 1; i++) {
         if (dirs[i] == NULL) continue;
         for (int t = 0; t < CB_CGROUP_RMDIR_TRIES; t++) {

@@ -31,8 +31,8 @@ typedef struct cb_cgroup cb_cgroup_t;
 
 /* v2: creates PARENT/NAME under a delegated cgroup and sets the limits.
  * NULL with a reason (cause and fix) in why. */
-cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name,
-                              const cb_cgroup_limits_t *lim, char *why, size_t why_len);
+cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgroup_limits_t *lim,
+                              char *why, size_t why_len);
 /* v1: ROOT is where the hierarchies are mounted (/sys/fs/cgroup); SELF is a
  * /proc/self/cgroup-format file naming our place in each.  NULL + why. */
 cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *name,

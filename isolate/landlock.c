@@ -36,9 +36,9 @@
 #ifndef LANDLOCK_CREATE_RULESET_VERSION
 #define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
 #endif
-#define S_ABI_REFER 2    /* first ABI with REFER */
+#define S_ABI_REFER    2 /* first ABI with REFER */
 #define S_ABI_TRUNCATE 3 /* first ABI with TRUNCATE */
-#define S_ABI_SCOPE 6    /* first ABI with scoped signals/sockets */
+#define S_ABI_SCOPE    6 /* first ABI with scoped signals/sockets */
 
 /* struct landlock_ruleset_attr as of ABI 6 (fs, net, scoped) */
 struct s_ruleset_attr {
@@ -48,11 +48,10 @@ struct s_ruleset_attr {
 };
 
 #define S_FS_WRITE_FILE (LANDLOCK_ACCESS_FS_WRITE_FILE)
-#define S_FS_WRITE_DIR                                                                  \
-    (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |                    \
-     LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |                    \
-     LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |                        \
-     LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |                      \
+#define S_FS_WRITE_DIR                                                                             \
+    (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |                               \
+     LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | \
+     LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |   \
      LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM)
 
 int cb_landlock_abi(void) {

@@ -26,10 +26,10 @@ int cb_log_parse_level(const char *name, cb_log_level_t *out) {
         const char *name;
         cb_log_level_t level;
     } table[] = {
-        {"debug", CB_LOG_DEBUG},   {"info", CB_LOG_INFO},   {"warning", CB_LOG_WARNING},
-        {"warn", CB_LOG_WARNING},  {"error", CB_LOG_ERROR}, {"critical", CB_LOG_CRITICAL},
-        {"0", CB_LOG_DEBUG},       {"1", CB_LOG_INFO},      {"2", CB_LOG_WARNING},
-        {"3", CB_LOG_ERROR},       {"4", CB_LOG_CRITICAL},
+        {"debug", CB_LOG_DEBUG},  {"info", CB_LOG_INFO},   {"warning", CB_LOG_WARNING},
+        {"warn", CB_LOG_WARNING}, {"error", CB_LOG_ERROR}, {"critical", CB_LOG_CRITICAL},
+        {"0", CB_LOG_DEBUG},      {"1", CB_LOG_INFO},      {"2", CB_LOG_WARNING},
+        {"3", CB_LOG_ERROR},      {"4", CB_LOG_CRITICAL},
     };
     if (name == NULL) return -1;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {

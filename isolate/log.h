@@ -35,21 +35,20 @@ void cb_log_set_fd(int fd);
 void cb_log_write(cb_log_level_t level, const char *fn, int line, bool with_errno, int err,
                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-#define CB_LOG_(lvl, perr, ...)                                                     \
-    do {                                                                            \
-        if ((lvl) >= cb_log_threshold) {                                            \
-            int cb_log_saved_errno_ = errno;                                        \
-            cb_log_write((lvl), __func__, __LINE__, (perr), cb_log_saved_errno_,    \
-                         __VA_ARGS__);                                              \
-            errno = cb_log_saved_errno_;                                            \
-        }                                                                           \
+#define CB_LOG_(lvl, perr, ...)                                                                    \
+    do {                                                                                           \
+        if ((lvl) >= cb_log_threshold) {                                                           \
+            int cb_log_saved_errno_ = errno;                                                       \
+            cb_log_write((lvl), __func__, __LINE__, (perr), cb_log_saved_errno_, __VA_ARGS__);     \
+            errno = cb_log_saved_errno_;                                                           \
+        }                                                                                          \
     } while (0)
 
-#define LOG_D(...) CB_LOG_(CB_LOG_DEBUG, false, __VA_ARGS__)
-#define LOG_I(...) CB_LOG_(CB_LOG_INFO, false, __VA_ARGS__)
-#define LOG_W(...) CB_LOG_(CB_LOG_WARNING, false, __VA_ARGS__)
-#define LOG_E(...) CB_LOG_(CB_LOG_ERROR, false, __VA_ARGS__)
-#define LOG_C(...) CB_LOG_(CB_LOG_CRITICAL, false, __VA_ARGS__)
+#define LOG_D(...)  CB_LOG_(CB_LOG_DEBUG, false, __VA_ARGS__)
+#define LOG_I(...)  CB_LOG_(CB_LOG_INFO, false, __VA_ARGS__)
+#define LOG_W(...)  CB_LOG_(CB_LOG_WARNING, false, __VA_ARGS__)
+#define LOG_E(...)  CB_LOG_(CB_LOG_ERROR, false, __VA_ARGS__)
+#define LOG_C(...)  CB_LOG_(CB_LOG_CRITICAL, false, __VA_ARGS__)
 #define PLOG_D(...) CB_LOG_(CB_LOG_DEBUG, true, __VA_ARGS__)
 #define PLOG_I(...) CB_LOG_(CB_LOG_INFO, true, __VA_ARGS__)
 #define PLOG_W(...) CB_LOG_(CB_LOG_WARNING, true, __VA_ARGS__)

@@ -32,7 +32,7 @@
 #ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x00000001
 #define MOUNT_ATTR_NOSUID 0x00000002
-#define MOUNT_ATTR_NODEV 0x00000004
+#define MOUNT_ATTR_NODEV  0x00000004
 #endif
 #ifndef AT_RECURSIVE
 #define AT_RECURSIVE 0x8000
@@ -89,8 +89,8 @@ static cb_mount_op_t *s_op(cb_mount_plan_t *p, cb_mount_kind_t kind, const char 
     return op;
 }
 
-int cb_mount_plan_bind(cb_mount_plan_t *p, const char *host, const char *sandbox,
-                       bool optional, bool keep_symlink) {
+int cb_mount_plan_bind(cb_mount_plan_t *p, const char *host, const char *sandbox, bool optional,
+                       bool keep_symlink) {
     struct stat lst;
     if (lstat(host, &lst) < 0) {
         if (optional && errno == ENOENT) return 0;
@@ -185,7 +185,8 @@ int cb_mount_plan_rdonly(cb_mount_plan_t *p, const char *sandbox) {
 
 static size_t s_len(const char *s) {
     size_t n = 0;
-    while (s[n] != '\0') n++;
+    while (s[n] != '\0')
+        n++;
     return n;
 }
 
@@ -199,7 +200,8 @@ static int s_mkdir_p(const char *path, bool parent_only, unsigned mode) {
     }
     memcpy(buf, path, n + 1);
     if (parent_only) {
-        while (n > 0 && buf[n - 1] != '/') n--;
+        while (n > 0 && buf[n - 1] != '/')
+            n--;
         if (n > 1) n--;
         buf[n] = '\0';
     }
@@ -276,8 +278,7 @@ static int s_run_op(const cb_mount_op_t *op) {
     case CB_MNT_SYMLINK:
         if (s_mkdir_p(op->dst, true, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
         return symlink(op->src, op->dst);
-    case CB_MNT_FILE:
-        return s_write_file(op->dst, op->data, op->mode);
+    case CB_MNT_FILE: return s_write_file(op->dst, op->data, op->mode);
     case CB_MNT_PROC:
         if (s_mkdir_p(op->dst, false, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
         return mount("proc", op->dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);

@@ -16,14 +16,14 @@
 #include "sandbox_limits.h"
 
 typedef enum {
-    CB_MNT_DIR,     /* mkdir -p dst */
-    CB_MNT_BIND_RO, /* bind src read-only, nosuid, nodev (recursively) */
-    CB_MNT_BIND_DEV,/* bind a device node src (rw, nosuid, noexec) */
-    CB_MNT_TMPFS,   /* tmpfs at dst with options data */
-    CB_MNT_SYMLINK, /* symlink dst -> src */
-    CB_MNT_FILE,    /* regular file dst with content data, mode */
-    CB_MNT_PROC,    /* new procfs */
-    CB_MNT_RDONLY,  /* remount dst (already a mount) read-only */
+    CB_MNT_DIR,      /* mkdir -p dst */
+    CB_MNT_BIND_RO,  /* bind src read-only, nosuid, nodev (recursively) */
+    CB_MNT_BIND_DEV, /* bind a device node src (rw, nosuid, noexec) */
+    CB_MNT_TMPFS,    /* tmpfs at dst with options data */
+    CB_MNT_SYMLINK,  /* symlink dst -> src */
+    CB_MNT_FILE,     /* regular file dst with content data, mode */
+    CB_MNT_PROC,     /* new procfs */
+    CB_MNT_RDONLY,   /* remount dst (already a mount) read-only */
 } cb_mount_kind_t;
 
 typedef struct {
@@ -48,13 +48,12 @@ void cb_mount_plan_fini(cb_mount_plan_t *p);
  * Symlinked host paths (merged /usr: /lib -> usr/lib) become symlinks in
  * the sandbox when keep_symlink.  optional: a missing host path is fine.
  * 0 ok (or skipped), -1 errno. */
-int cb_mount_plan_bind(cb_mount_plan_t *p, const char *host, const char *sandbox,
-                       bool optional, bool keep_symlink);
+int cb_mount_plan_bind(cb_mount_plan_t *p, const char *host, const char *sandbox, bool optional,
+                       bool keep_symlink);
 int cb_mount_plan_dev(cb_mount_plan_t *p, const char *name); /* /dev/<name> */
 int cb_mount_plan_tmpfs(cb_mount_plan_t *p, const char *sandbox, const char *options);
 int cb_mount_plan_symlink(cb_mount_plan_t *p, const char *target, const char *sandbox);
-int cb_mount_plan_file(cb_mount_plan_t *p, const char *sandbox, const char *content,
-                       unsigned mode);
+int cb_mount_plan_file(cb_mount_plan_t *p, const char *sandbox, const char *content, unsigned mode);
 int cb_mount_plan_dir(cb_mount_plan_t *p, const char *sandbox, unsigned mode);
 int cb_mount_plan_proc(cb_mount_plan_t *p, const char *sandbox);
 int cb_mount_plan_rdonly(cb_mount_plan_t *p, const char *sandbox);

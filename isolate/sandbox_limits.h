@@ -10,61 +10,61 @@
 #include "limits.h"
 
 /* ---- launcher options ------------------------------------------------- */
-#define CB_OPT_MAX_MEMORY_MB (1024L * 1024L)   /* 1 TiB: refuse larger --memory */
-#define CB_OPT_MIN_MEMORY_MB 16L               /* python needs at least this */
-#define CB_OPT_MAX_PIDS 1000000L               /* --pids upper bound */
-#define CB_OPT_MIN_PIDS 4L                     /* init + runner + a little */
-#define CB_OPT_MAX_CPUS 1024.0                 /* --cpus upper bound */
-#define CB_OPT_MIN_CPUS 0.01                   /* --cpus lower bound */
-#define CB_OPT_MAX_DISK_MB (1024L * 1024L)     /* --disk upper bound */
-#define CB_OPT_MIN_DISK_MB 1L                  /* --disk lower bound */
-#define CB_OPT_MAX_OPEN_FILES (1L << 20)       /* --open-files upper bound */
-#define CB_OPT_MIN_OPEN_FILES 16L              /* python needs a few */
-#define CB_OPT_MAX_ID 0x7ffffffeL              /* --uid/--gid upper bound */
-#define CB_OPT_MAX_RO_BINDS 32                 /* --ro-bind repeats */
-#define CB_OPT_MAX_NAME 64                     /* --workdir-name length */
+#define CB_OPT_MAX_MEMORY_MB  (1024L * 1024L) /* 1 TiB: refuse larger --memory */
+#define CB_OPT_MIN_MEMORY_MB  16L             /* python needs at least this */
+#define CB_OPT_MAX_PIDS       1000000L        /* --pids upper bound */
+#define CB_OPT_MIN_PIDS       4L              /* init + runner + a little */
+#define CB_OPT_MAX_CPUS       1024.0          /* --cpus upper bound */
+#define CB_OPT_MIN_CPUS       0.01            /* --cpus lower bound */
+#define CB_OPT_MAX_DISK_MB    (1024L * 1024L) /* --disk upper bound */
+#define CB_OPT_MIN_DISK_MB    1L              /* --disk lower bound */
+#define CB_OPT_MAX_OPEN_FILES (1L << 20)      /* --open-files upper bound */
+#define CB_OPT_MIN_OPEN_FILES 16L             /* python needs a few */
+#define CB_OPT_MAX_ID         0x7ffffffeL     /* --uid/--gid upper bound */
+#define CB_OPT_MAX_RO_BINDS   32              /* --ro-bind repeats */
+#define CB_OPT_MAX_NAME       64              /* --workdir-name length */
 
 /* ---- launcher fds and runner ------------------------------------------ */
-#define CB_FD_EVENT 3                          /* event socket, kept by the runner */
-#define CB_FD_REPORT 4                         /* report socket, launcher only */
-#define CB_RUNNER_ARGC_MAX 8                   /* python -I -u FILE NULL */
-#define CB_ENV_MAX 16                          /* entries of the runner's env */
-#define CB_ENV_ENTRY_MAX 512                   /* bytes of one env entry */
-#define CB_REPORT_PUMP_MAX 256                 /* log datagrams relayed per pump */
-#define CB_REAP_LOOP_MAX 4096                  /* waitpid(WNOHANG) per SIGCHLD */
-#define CB_WORKDIR_TEMPLATE "/tmp/cellblock-XXXXXX" /* --sandbox none workdir */
-#define CB_RMTREE_DEPTH_MAX 64                 /* rm -r recursion bound */
-#define CB_SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin" /* runner's PATH */
-#define CB_SANDBOX_LANG "C.UTF-8"              /* LANG and LC_ALL */
-#define CB_SANDBOX_USER "user"                 /* USER and passwd name */
-#define CB_SANDBOX_HOSTNAME "cellblock"        /* uts ns hostname */
+#define CB_FD_EVENT         3                              /* event socket, kept by the runner */
+#define CB_FD_REPORT        4                              /* report socket, launcher only */
+#define CB_RUNNER_ARGC_MAX  8                              /* python -I -u FILE NULL */
+#define CB_ENV_MAX          16                             /* entries of the runner's env */
+#define CB_ENV_ENTRY_MAX    512                            /* bytes of one env entry */
+#define CB_REPORT_PUMP_MAX  256                            /* log datagrams relayed per pump */
+#define CB_REAP_LOOP_MAX    4096                           /* waitpid(WNOHANG) per SIGCHLD */
+#define CB_WORKDIR_TEMPLATE "/tmp/cellblock-XXXXXX"        /* --sandbox none workdir */
+#define CB_RMTREE_DEPTH_MAX 64                             /* rm -r recursion bound */
+#define CB_SANDBOX_PATH     "/usr/local/bin:/usr/bin:/bin" /* runner's PATH */
+#define CB_SANDBOX_LANG     "C.UTF-8"                      /* LANG and LC_ALL */
+#define CB_SANDBOX_USER     "user"                         /* USER and passwd name */
+#define CB_SANDBOX_HOSTNAME "cellblock"                    /* uts ns hostname */
 
 /* ---- sandbox filesystem ------------------------------------------------ */
-#define CB_SANDBOX_HOME "/home/user"           /* cwd and HOME in the sandbox */
-#define CB_SANDBOX_RUNNER_DIR "/opt/cellblock/runner" /* ro bind of runner dir */
-#define CB_SANDBOX_STAGE "/tmp"                /* host dir the staging tmpfs covers */
-#define CB_SANDBOX_NEWROOT "newroot"           /* inside the staging tmpfs */
-#define CB_SANDBOX_OLDROOT "oldroot"           /* old root while building */
-#define CB_SANDBOX_MOUNTS_MAX 96               /* mount plan entries */
-#define CB_SANDBOX_FILE_MAX 4096               /* synthesized /etc file bytes */
-#define CB_SANDBOX_TMPFS_INODES 65536          /* nr_inodes of each writable tmpfs */
-#define CB_SANDBOX_ROOT_TMPFS_KB 1024          /* the read-only root tmpfs */
-#define CB_SANDBOX_DEV_TMPFS_KB 64             /* /dev */
-#define CB_SANDBOX_SHM_MB_MAX 256              /* /dev/shm never above this */
-#define CB_SANDBOX_MKDIR_MODE 0755             /* mountpoints we create */
+#define CB_SANDBOX_HOME          "/home/user"            /* cwd and HOME in the sandbox */
+#define CB_SANDBOX_RUNNER_DIR    "/opt/cellblock/runner" /* ro bind of runner dir */
+#define CB_SANDBOX_STAGE         "/tmp"                  /* host dir the staging tmpfs covers */
+#define CB_SANDBOX_NEWROOT       "newroot"               /* inside the staging tmpfs */
+#define CB_SANDBOX_OLDROOT       "oldroot"               /* old root while building */
+#define CB_SANDBOX_MOUNTS_MAX    96                      /* mount plan entries */
+#define CB_SANDBOX_FILE_MAX      4096                    /* synthesized /etc file bytes */
+#define CB_SANDBOX_TMPFS_INODES  65536                   /* nr_inodes of each writable tmpfs */
+#define CB_SANDBOX_ROOT_TMPFS_KB 1024                    /* the read-only root tmpfs */
+#define CB_SANDBOX_DEV_TMPFS_KB  64                      /* /dev */
+#define CB_SANDBOX_SHM_MB_MAX    256                     /* /dev/shm never above this */
+#define CB_SANDBOX_MKDIR_MODE    0755                    /* mountpoints we create */
 
 /* ---- cgroups ----------------------------------------------------------- */
-#define CB_CGROUP_ROOT "/sys/fs/cgroup"        /* where controllers are mounted */
-#define CB_CGROUP_NAME_FMT "cellblock-%ld"     /* per launcher, %ld = its pid */
-#define CB_CGROUP_CPU_PERIOD_US 100000L        /* cfs period */
-#define CB_CGROUP_KILL_ROUNDS 100              /* freeze/kill/thaw attempts */
-#define CB_CGROUP_FREEZE_WAIT_US 1000          /* between FREEZING polls */
-#define CB_CGROUP_FREEZE_POLLS 1000            /* polls before giving up */
-#define CB_CGROUP_RMDIR_TRIES 200              /* rmdir retries while emptying */
-#define CB_CGROUP_FILE_MAX 65536               /* bytes read from a cgroup file */
-#define CB_CGROUP_CONTROLLERS_MAX 8            /* v1 hierarchies we use */
+#define CB_CGROUP_ROOT            "/sys/fs/cgroup" /* where controllers are mounted */
+#define CB_CGROUP_NAME_FMT        "cellblock-%ld"  /* per launcher, %ld = its pid */
+#define CB_CGROUP_CPU_PERIOD_US   100000L          /* cfs period */
+#define CB_CGROUP_KILL_ROUNDS     100              /* freeze/kill/thaw attempts */
+#define CB_CGROUP_FREEZE_WAIT_US  1000             /* between FREEZING polls */
+#define CB_CGROUP_FREEZE_POLLS    1000             /* polls before giving up */
+#define CB_CGROUP_RMDIR_TRIES     200              /* rmdir retries while emptying */
+#define CB_CGROUP_FILE_MAX        65536            /* bytes read from a cgroup file */
+#define CB_CGROUP_CONTROLLERS_MAX 8                /* v1 hierarchies we use */
 
 /* ---- teardown ----------------------------------------------------------- */
-#define CB_TERM_GRACE_MS 200                   /* SIGTERM: wait for init before rm */
+#define CB_TERM_GRACE_MS 200 /* SIGTERM: wait for init before rm */
 
 #endif

@@ -19,7 +19,7 @@
 #include "util.h"
 
 #define S_MAP_LINE_MAX 64 /* "inner outer 1\n" */
-#define S_SYSCTL_MAX 32   /* bytes of a sysctl value */
+#define S_SYSCTL_MAX   32 /* bytes of a sysctl value */
 
 static int s_write_file(pid_t pid, const char *file, const char *value) {
     char path[CB_OPT_MAX_NAME];

@@ -16,7 +16,7 @@ static inline void cb_closep(int *fd) {
     if (*fd >= 0) (void) close(*fd); /* never retried on EINTR */
 }
 #define cb_autofree __attribute__((cleanup(cb_freep)))
-#define cb_autofd __attribute__((cleanup(cb_closep)))
+#define cb_autofd   __attribute__((cleanup(cb_closep)))
 
 static inline void *cb_steal_pointer(void *pp) {
     void **p = (void **) pp;

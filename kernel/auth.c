@@ -16,14 +16,14 @@
 #include <string.h>
 
 struct cb_auth {
-    uint8_t *key;          /* HMAC key bytes, sodium_malloc'd (guarded, zeroed on free) */
-    size_t key_len;        /* 0 = no signing */
+    uint8_t *key;                    /* HMAC key bytes, sodium_malloc'd (guarded, zeroed on free) */
+    size_t key_len;                  /* 0 = no signing */
     uint8_t (*ring)[CB_AUTH_DIGEST]; /* accepted digests, oldest at ring_head when full */
-    size_t ring_cap;       /* slots in ring */
-    size_t ring_len;       /* used slots */
-    size_t ring_head;      /* next slot to write */
-    uint32_t *index;       /* open addressing: ring slot + 1, 0 = empty */
-    size_t index_cap;      /* power of two, >= 2 * ring_cap */
+    size_t ring_cap;                 /* slots in ring */
+    size_t ring_len;                 /* used slots */
+    size_t ring_head;                /* next slot to write */
+    uint32_t *index;                 /* open addressing: ring slot + 1, 0 = empty */
+    size_t index_cap;                /* power of two, >= 2 * ring_cap */
 };
 
 cb_auth_t *cb_auth_new(const uint8_t *key, size_t key_len, size_t history) {
@@ -43,7 +43,8 @@ cb_auth_t *cb_auth_new(const uint8_t *key, size_t key_len, size_t history) {
     self->ring_cap = history;
     self->ring = calloc(history, CB_AUTH_DIGEST);
     size_t cap = 1;
-    while (cap < 2 * history) cap <<= 1;
+    while (cap < 2 * history)
+        cap <<= 1;
     self->index_cap = cap;
     self->index = calloc(cap, sizeof *self->index);
     if (self->ring == NULL || self->index == NULL) goto fail;
@@ -65,7 +66,8 @@ void cb_auth_destroy(cb_auth_t **self_p) {
 
 bool cb_auth_enabled(const cb_auth_t *self) { return self->key_len > 0; }
 
-static void s_hmac(const cb_auth_t *self, const cb_auth_part_t parts[4], uint8_t out[CB_AUTH_DIGEST]) {
+static void s_hmac(const cb_auth_t *self, const cb_auth_part_t parts[4],
+                   uint8_t out[CB_AUTH_DIGEST]) {
     crypto_auth_hmacsha256_state st;
     crypto_auth_hmacsha256_init(&st, self->key, self->key_len);
     for (int i = 0; i < 4; i++)
@@ -124,16 +126,20 @@ static void s_index_remove(cb_auth_t *self, size_t ring_slot) {
 
 static void s_remember(cb_auth_t *self, const uint8_t d[CB_AUTH_DIGEST]) {
     size_t slot = self->ring_head;
-    if (self->ring_len == self->ring_cap) s_index_remove(self, slot); /* evict oldest */
-    else self->ring_len++;
+    if (self->ring_len == self->ring_cap)
+        s_index_remove(self, slot); /* evict oldest */
+    else
+        self->ring_len++;
     memcpy(self->ring[slot], d, CB_AUTH_DIGEST);
     size_t i = s_hash(self, d);
-    while (self->index[i] != 0) i = (i + 1) & (self->index_cap - 1);
+    while (self->index[i] != 0)
+        i = (i + 1) & (self->index_cap - 1);
     self->index[i] = (uint32_t) (slot + 1);
     self->ring_head = (slot + 1) % self->ring_cap;
 }
 
-int cb_auth_verify(cb_auth_t *self, const char *hex, size_t hex_len, const cb_auth_part_t parts[4]) {
+int cb_auth_verify(cb_auth_t *self, const char *hex, size_t hex_len,
+                   const cb_auth_part_t parts[4]) {
     if (self->key_len == 0) return 0;
     uint8_t got[CB_AUTH_DIGEST];
     size_t bin_len = 0;

@@ -25,27 +25,27 @@ const char *cb_channel_name(cb_channel_t ch) {
     return (unsigned) ch < CB_CH_COUNT ? s_names[ch] : "?";
 }
 
-#define S_FAIL(out, code, ...)                                                       \
-    do {                                                                             \
-        snprintf((out)->error, sizeof (out)->error, __VA_ARGS__);                    \
-        return (code);                                                               \
+#define S_FAIL(out, code, ...)                                                                     \
+    do {                                                                                           \
+        snprintf((out)->error, sizeof(out)->error, __VA_ARGS__);                                   \
+        return (code);                                                                             \
     } while (0)
 
 int cb_conn_parse(const char *data, size_t len, cb_conn_t *out) {
     memset(out, 0, sizeof *out);
     json_error_t err;
     json_auto_t *root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &err);
-    if (root == NULL) S_FAIL(out, CB_CONN_EINVALID, "not valid JSON (line %d: %s)", err.line, err.text);
+    if (root == NULL)
+        S_FAIL(out, CB_CONN_EINVALID, "not valid JSON (line %d: %s)", err.line, err.text);
     if (!json_is_object(root)) S_FAIL(out, CB_CONN_EINVALID, "not a JSON object");
 
     const char *transport = "tcp", *ip = NULL, *scheme = "hmac-sha256", *key = "";
     size_t key_len = 0;
     json_t *ports[CB_CH_COUNT] = {0};
-    if (json_unpack_ex(root, &err, 0, "{s?s, s:s, s?s, s?s%, s:o, s:o, s:o, s:o, s:o}",
-                       "transport", &transport, "ip", &ip, "signature_scheme", &scheme, "key",
-                       &key, &key_len, s_port_keys[0], &ports[0], s_port_keys[1], &ports[1],
-                       s_port_keys[2], &ports[2], s_port_keys[3], &ports[3], s_port_keys[4],
-                       &ports[4]) < 0)
+    if (json_unpack_ex(root, &err, 0, "{s?s, s:s, s?s, s?s%, s:o, s:o, s:o, s:o, s:o}", "transport",
+                       &transport, "ip", &ip, "signature_scheme", &scheme, "key", &key, &key_len,
+                       s_port_keys[0], &ports[0], s_port_keys[1], &ports[1], s_port_keys[2],
+                       &ports[2], s_port_keys[3], &ports[3], s_port_keys[4], &ports[4]) < 0)
         S_FAIL(out, CB_CONN_EINVALID, "%s", err.text);
 
     if (strcmp(transport, "tcp") != 0 && strcmp(transport, "ipc") != 0)

@@ -12,21 +12,28 @@
 
 #include <stddef.h>
 
-typedef enum { CB_CH_SHELL, CB_CH_IOPUB, CB_CH_STDIN, CB_CH_CONTROL, CB_CH_HB, CB_CH_COUNT } cb_channel_t;
+typedef enum {
+    CB_CH_SHELL,
+    CB_CH_IOPUB,
+    CB_CH_STDIN,
+    CB_CH_CONTROL,
+    CB_CH_HB,
+    CB_CH_COUNT
+} cb_channel_t;
 
 enum { CB_CONN_OK = 0, CB_CONN_EIO = -1, CB_CONN_EINVALID = -2, CB_CONN_EUNSUPPORTED = -3 };
 
-#define CB_CONN_KEY_MAX 1024    /* bytes of the HMAC key */
-#define CB_CONN_FILE_MAX 65536  /* bytes of the connection file */
-#define CB_CONN_IP_MAX 256      /* bytes of "ip" */
+#define CB_CONN_KEY_MAX  1024  /* bytes of the HMAC key */
+#define CB_CONN_FILE_MAX 65536 /* bytes of the connection file */
+#define CB_CONN_IP_MAX   256   /* bytes of "ip" */
 
 typedef struct {
-    char transport[8];              /* "tcp" or "ipc" */
-    char ip[CB_CONN_IP_MAX];        /* address, or ipc path prefix */
-    int ports[CB_CH_COUNT];         /* indexed by cb_channel_t */
+    char transport[8];                  /* "tcp" or "ipc" */
+    char ip[CB_CONN_IP_MAX];            /* address, or ipc path prefix */
+    int ports[CB_CH_COUNT];             /* indexed by cb_channel_t */
     unsigned char key[CB_CONN_KEY_MAX]; /* HMAC key bytes (UTF-8 of "key") */
-    size_t key_len;                 /* 0 = signing disabled */
-    char error[256];                /* human-readable reason on failure */
+    size_t key_len;                     /* 0 = signing disabled */
+    char error[256];                    /* human-readable reason on failure */
 } cb_conn_t;
 
 /* Parses the file at path into *out.  Returns CB_CONN_OK or a negative code;

@@ -17,7 +17,8 @@ int cb_frame_extract(const uint8_t *buf, size_t len, size_t max, size_t *consume
     if (n == 0 || n > max) return CB_FRAME_FATAL;
     if (len - CB_RUNNER_FRAME_HDR < n) return CB_FRAME_NEED;
     *consumed = CB_RUNNER_FRAME_HDR + (size_t) n;
-    json_t *v = json_loadb((const char *) buf + CB_RUNNER_FRAME_HDR, n, JSON_REJECT_DUPLICATES, NULL);
+    json_t *v =
+        json_loadb((const char *) buf + CB_RUNNER_FRAME_HDR, n, JSON_REJECT_DUPLICATES, NULL);
     if (v == NULL) return CB_FRAME_BAD;
     if (!json_is_object(v) || !json_is_string(json_object_get(v, "type"))) {
         json_decref(v);

@@ -16,10 +16,10 @@
 #include <stdint.h>
 
 enum {
-    CB_FRAME_OK = 0,       /* *out holds a new reference */
-    CB_FRAME_NEED = 1,     /* not enough bytes yet */
-    CB_FRAME_BAD = -1,     /* one frame consumed, but it is not a valid object: drop it */
-    CB_FRAME_FATAL = -2,   /* length prefix out of range: the stream is unusable */
+    CB_FRAME_OK = 0,     /* *out holds a new reference */
+    CB_FRAME_NEED = 1,   /* not enough bytes yet */
+    CB_FRAME_BAD = -1,   /* one frame consumed, but it is not a valid object: drop it */
+    CB_FRAME_FATAL = -2, /* length prefix out of range: the stream is unusable */
 };
 
 /* Tries to take one frame from buf[0..len).  On OK/BAD *consumed is the

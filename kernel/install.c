@@ -23,26 +23,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CB_INSTALL_ARGS_MAX 128   /* kernel options accepted */
-#define CB_INSTALL_NAME_MAX 64    /* kernelspec directory name */
-#define CB_LOGO_MAX (1u << 20)    /* bytes of a logo file copied */
+#define CB_INSTALL_ARGS_MAX 128        /* kernel options accepted */
+#define CB_INSTALL_NAME_MAX 64         /* kernelspec directory name */
+#define CB_LOGO_MAX         (1u << 20) /* bytes of a logo file copied */
 
 static void s_usage(FILE *f) {
     fprintf(f,
-"usage: cellblock-kernel install [--user | --prefix P | --sys-prefix] [--name N]\n"
-"                                [--display-name D] [kernel options...]\n"
-"\n"
-"Writes a Jupyter kernelspec for cellblock. Kernel options (see\n"
-"cellblock-kernel --help: --memory, --pids, --cpus, --disk, --timeout,\n"
-"--network, --ro-bind, ...) are validated and baked into its argv, so\n"
-"several kernelspecs with different limits can coexist.\n"
-"\n"
-"  --user            install in the user's Jupyter data dir (~/.local/share/jupyter)\n"
-"  --prefix P        install in P/share/jupyter\n"
-"  --sys-prefix      install in the prefix cellblock is installed in\n"
-"  (default)         /usr/local/share/jupyter\n"
-"  --name N          kernelspec name (default cellblock; letters, digits, - . _)\n"
-"  --display-name D  name shown in frontends (default derived from the limits)\n");
+            "usage: cellblock-kernel install [--user | --prefix P | --sys-prefix] [--name N]\n"
+            "                                [--display-name D] [kernel options...]\n"
+            "\n"
+            "Writes a Jupyter kernelspec for cellblock. Kernel options (see\n"
+            "cellblock-kernel --help: --memory, --pids, --cpus, --disk, --timeout,\n"
+            "--network, --ro-bind, ...) are validated and baked into its argv, so\n"
+            "several kernelspecs with different limits can coexist.\n"
+            "\n"
+            "  --user            install in the user's Jupyter data dir (~/.local/share/jupyter)\n"
+            "  --prefix P        install in P/share/jupyter\n"
+            "  --sys-prefix      install in the prefix cellblock is installed in\n"
+            "  (default)         /usr/local/share/jupyter\n"
+            "  --name N          kernelspec name (default cellblock; letters, digits, - . _)\n"
+            "  --display-name D  name shown in frontends (default derived from the limits)\n");
 }
 
 static int s_mkdirs(const char *path) {
@@ -89,15 +89,19 @@ int cb_install_main(int argc, char **argv) {
             user = true;
         } else if (strcmp(a, "--sys-prefix") == 0) {
             sys_prefix = true;
-        } else if ((strcmp(a, "--prefix") == 0 || strcmp(a, "--name") == 0 || strcmp(a, "--display-name") == 0)) {
+        } else if ((strcmp(a, "--prefix") == 0 || strcmp(a, "--name") == 0 ||
+                    strcmp(a, "--display-name") == 0)) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "cellblock-kernel install: %s needs a value\n", a);
                 return 2;
             }
             const char *v = argv[++i];
-            if (a[2] == 'p') prefix = v;
-            else if (a[2] == 'n') name = v;
-            else display = v;
+            if (a[2] == 'p')
+                prefix = v;
+            else if (a[2] == 'n')
+                name = v;
+            else
+                display = v;
         } else {
             if (nk >= CB_INSTALL_ARGS_MAX) {
                 fprintf(stderr, "cellblock-kernel install: too many options\n");
@@ -111,9 +115,11 @@ int cb_install_main(int argc, char **argv) {
         return 2;
     }
     size_t nlen = strlen(name);
-    if (nlen == 0 || nlen > CB_INSTALL_NAME_MAX || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") != nlen ||
+    if (nlen == 0 || nlen > CB_INSTALL_NAME_MAX ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") != nlen ||
         name[0] == '.') {
-        fprintf(stderr, "cellblock-kernel install: invalid --name '%s' (letters, digits, - . _)\n", name);
+        fprintf(stderr, "cellblock-kernel install: invalid --name '%s' (letters, digits, - . _)\n",
+                name);
         return 2;
     }
     /* Validate the kernel options with the kernel's own parser. */
@@ -141,9 +147,12 @@ int cb_install_main(int argc, char **argv) {
     const char *home = getenv("HOME");
     if (user) {
         const char *jdd = getenv("JUPYTER_DATA_DIR"), *xdg = getenv("XDG_DATA_HOME");
-        if (jdd && *jdd) snprintf(base, sizeof base, "%s", jdd);
-        else if (xdg && *xdg) snprintf(base, sizeof base, "%s/jupyter", xdg);
-        else if (home && *home) snprintf(base, sizeof base, "%s/.local/share/jupyter", home);
+        if (jdd && *jdd)
+            snprintf(base, sizeof base, "%s", jdd);
+        else if (xdg && *xdg)
+            snprintf(base, sizeof base, "%s/jupyter", xdg);
+        else if (home && *home)
+            snprintf(base, sizeof base, "%s/.local/share/jupyter", home);
         else {
             fprintf(stderr, "cellblock-kernel install: --user needs HOME\n");
             free(o);
@@ -168,20 +177,27 @@ int cb_install_main(int argc, char **argv) {
         snprintf(dname, sizeof dname, "%s", display);
     } else {
         int l = snprintf(dname, sizeof dname, "Python 3 (cellblock");
-        if (o->memory_mb != CB_DEFAULT_MEMORY_MB) l += snprintf(dname + l, sizeof dname - (size_t) l, ", %ld MiB", o->memory_mb);
-        if (o->timeout_s != CB_DEFAULT_TIMEOUT_S) l += snprintf(dname + l, sizeof dname - (size_t) l, ", %ld s", o->timeout_s);
-        if (strcmp(o->network, "host") == 0) l += snprintf(dname + l, sizeof dname - (size_t) l, ", host network");
-        else if (nk > 3) l += snprintf(dname + l, sizeof dname - (size_t) l, ", no network");
-        if (strcmp(o->sandbox, "none") == 0) l += snprintf(dname + l, sizeof dname - (size_t) l, ", UNSANDBOXED");
+        if (o->memory_mb != CB_DEFAULT_MEMORY_MB)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", %ld MiB", o->memory_mb);
+        if (o->timeout_s != CB_DEFAULT_TIMEOUT_S)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", %ld s", o->timeout_s);
+        if (strcmp(o->network, "host") == 0)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", host network");
+        else if (nk > 3)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", no network");
+        if (strcmp(o->sandbox, "none") == 0)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", UNSANDBOXED");
         snprintf(dname + l, sizeof dname - (size_t) l, ")");
     }
 
     json_auto_t *jargv = json_array();
     json_array_append_new(jargv, json_string(exe));
-    for (int i = 1; i < nk; i++) json_array_append_new(jargv, json_string(kargs[i]));
-    json_auto_t *spec = json_pack("{s:O, s:s, s:s, s:s, s:{s:b, s:s}}", "argv", jargv, "display_name",
-                                  dname, "language", "python", "interrupt_mode", "message",
-                                  "metadata", "debugger", 0, "cellblock_version", CB_VERSION);
+    for (int i = 1; i < nk; i++)
+        json_array_append_new(jargv, json_string(kargs[i]));
+    json_auto_t *spec =
+        json_pack("{s:O, s:s, s:s, s:s, s:{s:b, s:s}}", "argv", jargv, "display_name", dname,
+                  "language", "python", "interrupt_mode", "message", "metadata", "debugger", 0,
+                  "cellblock_version", CB_VERSION);
     free(o);
     if (spec == NULL || s_mkdirs(dir) < 0) {
         fprintf(stderr, "cellblock-kernel install: cannot create %s: %s\n", dir, strerror(errno));

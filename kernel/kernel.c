@@ -35,74 +35,74 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#define CB_SHUTDOWN_REAP_MS 2000   /* wait this long for the sandbox to go at exit */
+#define CB_SHUTDOWN_REAP_MS   2000 /* wait this long for the sandbox to go at exit */
 #define CB_RESPAWN_BACKOFF_MS 1000 /* after a failed start, wait before retrying */
-#define CB_ZMQ_LINGER_MS 1000      /* let final replies leave on exit */
-#define CB_PARENT_POLL_MS 1000     /* how often the parent's life is checked */
+#define CB_ZMQ_LINGER_MS      1000 /* let final replies leave on exit */
+#define CB_PARENT_POLL_MS     1000 /* how often the parent's life is checked */
 
 typedef enum { REQ_NONE, REQ_EXECUTE, REQ_COMPLETE, REQ_INSPECT, REQ_IS_COMPLETE } req_kind_t;
 
 typedef struct {
-    cb_msg_t msg;   /* the queued request */
-    bool abort;     /* execute_request to be aborted (stop_on_error) */
+    cb_msg_t msg; /* the queued request */
+    bool abort;   /* execute_request to be aborted (stop_on_error) */
 } queued_t;
 
 typedef struct {
     uint8_t buf[CB_STREAM_FLUSH_BYTES + CB_STREAM_CHUNK]; /* undelivered bytes */
-    size_t len;              /* bytes in buf */
-    int64_t due_ms;          /* flush deadline, 0 = nothing pending */
-    int64_t last_flush_ms;   /* when this stream was last published */
+    size_t len;                                           /* bytes in buf */
+    int64_t due_ms;                                       /* flush deadline, 0 = nothing pending */
+    int64_t last_flush_ms;                                /* when this stream was last published */
 } stream_t;
 
 typedef struct {
-    int line;       /* execution count */
-    char *input;    /* code */
-    char *output;   /* text/plain of the execute_result, or NULL */
+    int line;     /* execution count */
+    char *input;  /* code */
+    char *output; /* text/plain of the execute_result, or NULL */
 } hist_t;
 
 typedef struct {
-    cb_opts_t *opts;                    /* parsed command line (borrowed) */
-    cb_conn_t conn;                     /* connection file */
-    cb_auth_t *auth;                    /* HMAC + replay history */
-    cb_wire_ctx_t wire;                 /* session id etc. */
-    zsock_t *sock[CB_CH_COUNT];         /* hb is owned by the heartbeat thread */
-    pthread_t hb_thread;                /* heartbeat echo */
-    zsock_t *hb_stop_tx, *hb_stop_rx;   /* inproc pair: a message ends the heartbeat thread */
-    int sigfd;                          /* signalfd for INT, TERM, CHLD, HUP */
-    char launcher_path[CB_PATH_MAX];    /* cellblock-launcher */
-    char runner_path[CB_PATH_MAX];      /* runner.py */
-    cb_runner_cfg_t rcfg;               /* how to spawn */
-    cb_runner_t run;                    /* the current sandbox */
-    int64_t respawn_at_ms;              /* earliest next spawn after a failure */
-    char last_fatal[512];               /* last set-up failure, for the banner */
-    char isolation[512];                /* last isolation description */
-    char python_version[32];            /* sandboxed Python's version */
-    cb_artifacts_t *artifacts;          /* artifact collector, NULL when disabled */
+    cb_opts_t *opts;                  /* parsed command line (borrowed) */
+    cb_conn_t conn;                   /* connection file */
+    cb_auth_t *auth;                  /* HMAC + replay history */
+    cb_wire_ctx_t wire;               /* session id etc. */
+    zsock_t *sock[CB_CH_COUNT];       /* hb is owned by the heartbeat thread */
+    pthread_t hb_thread;              /* heartbeat echo */
+    zsock_t *hb_stop_tx, *hb_stop_rx; /* inproc pair: a message ends the heartbeat thread */
+    int sigfd;                        /* signalfd for INT, TERM, CHLD, HUP */
+    char launcher_path[CB_PATH_MAX];  /* cellblock-launcher */
+    char runner_path[CB_PATH_MAX];    /* runner.py */
+    cb_runner_cfg_t rcfg;             /* how to spawn */
+    cb_runner_t run;                  /* the current sandbox */
+    int64_t respawn_at_ms;            /* earliest next spawn after a failure */
+    char last_fatal[512];             /* last set-up failure, for the banner */
+    char isolation[512];              /* last isolation description */
+    char python_version[32];          /* sandboxed Python's version */
+    cb_artifacts_t *artifacts;        /* artifact collector, NULL when disabled */
     /* shell queue (filled while aborting) */
-    queued_t *queue;                    /* ring of queued requests */
-    size_t q_head, q_len;               /* ring position and length */
+    queued_t *queue;      /* ring of queued requests */
+    size_t q_head, q_len; /* ring position and length */
     /* the request in flight */
-    cb_msg_t cur;                       /* valid when cur_kind != REQ_NONE */
-    req_kind_t cur_kind;                /* what it is */
-    bool cur_sent;                      /* frame handed to the runner */
+    cb_msg_t cur;                                         /* valid when cur_kind != REQ_NONE */
+    req_kind_t cur_kind;                                  /* what it is */
+    bool cur_sent;                                        /* frame handed to the runner */
     bool ex_silent, ex_store, ex_stdin, ex_stop_on_error; /* execute flags */
-    int ex_shown;                       /* execution count shown for this cell */
-    char ex_started[32];                /* ISO time the cell started */
-    int64_t ex_deadline_ms;             /* --timeout deadline, 0 = none */
-    int64_t ex_grace_ms;                /* kill deadline after the timeout SIGINT */
-    bool ex_timed_out;                  /* the timeout fired */
-    bool ex_waiting_input;              /* an input_request is out */
-    size_t ex_out_bytes;                /* stream bytes published this cell */
-    bool ex_out_limited;                /* --max-output hit */
-    char *ex_result_text;               /* text/plain of the execute_result */
-    int exec_count;                     /* execution counter */
-    json_t *last_parent;                /* header of the last execute (late output) */
-    stream_t streams[2];                /* stdout, stderr */
-    hist_t *hist;                       /* history entries */
-    size_t n_hist, cap_hist;            /* used / allocated */
-    pid_t parent_pid;                   /* JPY_PARENT_PID or our parent at start */
-    int64_t parent_check_ms;            /* next time to check it is alive */
-    bool exiting;                       /* leave the loop */
+    int ex_shown;                                         /* execution count shown for this cell */
+    char ex_started[32];                                  /* ISO time the cell started */
+    int64_t ex_deadline_ms;                               /* --timeout deadline, 0 = none */
+    int64_t ex_grace_ms;     /* kill deadline after the timeout SIGINT */
+    bool ex_timed_out;       /* the timeout fired */
+    bool ex_waiting_input;   /* an input_request is out */
+    size_t ex_out_bytes;     /* stream bytes published this cell */
+    bool ex_out_limited;     /* --max-output hit */
+    char *ex_result_text;    /* text/plain of the execute_result */
+    int exec_count;          /* execution counter */
+    json_t *last_parent;     /* header of the last execute (late output) */
+    stream_t streams[2];     /* stdout, stderr */
+    hist_t *hist;            /* history entries */
+    size_t n_hist, cap_hist; /* used / allocated */
+    pid_t parent_pid;        /* JPY_PARENT_PID or our parent at start */
+    int64_t parent_check_ms; /* next time to check it is alive */
+    bool exiting;            /* leave the loop */
 } kernel_t;
 
 static void s_start_runner(kernel_t *k);
@@ -136,7 +136,8 @@ static void s_reply_type(const char *req_type, char *buf, size_t len) {
 /* Copies valid UTF-8 from in[0..len) into a new string, replacing invalid
  * bytes with U+FFFD.  An incomplete sequence at the end is left unconsumed
  * unless final.  *used = bytes consumed. Returns malloc'd, NUL-terminated. */
-static char *s_utf8_clean(const uint8_t *in, size_t len, bool final, size_t *used, size_t *out_len) {
+static char *s_utf8_clean(const uint8_t *in, size_t len, bool final, size_t *used,
+                          size_t *out_len) {
     char *out = malloc(len * 3 + 1);
     size_t o = 0, i = 0;
     if (out == NULL) {
@@ -150,7 +151,8 @@ static char *s_utf8_clean(const uint8_t *in, size_t len, bool final, size_t *use
         uint32_t min;
         if (c < 0x80) {
             size_t run = 1;
-            while (i + run < len && in[i + run] < 0x80) run++;
+            while (i + run < len && in[i + run] < 0x80)
+                run++;
             memcpy(out + o, in + i, run); /* ASCII runs: the common case */
             o += run;
             i += run;
@@ -218,7 +220,8 @@ static void s_stream_publish(kernel_t *k, int which, bool final) {
         if (k->cur_kind == REQ_EXECUTE && !k->ex_out_limited && k->ex_out_bytes + olen > limit) {
             k->ex_out_limited = true;
             size_t room = limit > k->ex_out_bytes ? limit - k->ex_out_bytes : 0;
-            while (room > 0 && (text[room] & 0xc0) == 0x80) room--; /* whole characters */
+            while (room > 0 && (text[room] & 0xc0) == 0x80)
+                room--; /* whole characters */
             if (room > 0)
                 s_publish(k, "stream", parent,
                           json_pack("{s:s, s:o}", "name", which ? "stderr" : "stdout", "text",
@@ -226,7 +229,8 @@ static void s_stream_publish(kernel_t *k, int which, bool final) {
             char note[160];
             snprintf(note, sizeof note,
                      "\n[cellblock] output limit of %ld MiB for this cell reached (--max-output); "
-                     "further output discarded\n", k->opts->max_output_mb);
+                     "further output discarded\n",
+                     k->opts->max_output_mb);
             s_publish(k, "stream", parent, json_pack("{s:s, s:s}", "name", "stderr", "text", note));
         } else if (!(k->cur_kind == REQ_EXECUTE && k->ex_out_limited)) {
             s_publish(k, "stream", parent,
@@ -268,8 +272,9 @@ static void s_stream_read(kernel_t *k, int which) {
     else if (s->due_ms == 0)
         /* after a quiet period wait only a moment (print() writes its pieces
          * separately); under a flood batch up to CB_STREAM_FLUSH_MS */
-        s->due_ms = now - s->last_flush_ms >= CB_STREAM_FLUSH_MS ? now + CB_STREAM_FIRST_MS
-                                                                 : s->last_flush_ms + CB_STREAM_FLUSH_MS;
+        s->due_ms = now - s->last_flush_ms >= CB_STREAM_FLUSH_MS
+                        ? now + CB_STREAM_FIRST_MS
+                        : s->last_flush_ms + CB_STREAM_FLUSH_MS;
 }
 
 static void s_drain_pipes(kernel_t *k) {
@@ -299,8 +304,7 @@ static void s_hist_add(kernel_t *k, int line, const char *code) {
 }
 
 static json_t *s_hist_entry(const hist_t *h, bool output) {
-    if (output)
-        return json_pack("[i, i, [s, s?]]", 1, h->line, h->input, h->output);
+    if (output) return json_pack("[i, i, [s, s?]]", 1, h->line, h->input, h->output);
     return json_pack("[i, i, s]", 1, h->line, h->input);
 }
 
@@ -312,7 +316,8 @@ static void s_handle_history(kernel_t *k, const cb_msg_t *m) {
     if (access && strcmp(access, "tail") == 0) {
         json_int_t n = json_integer_value(json_object_get(c, "n"));
         size_t start = (n > 0 && (size_t) n < k->n_hist) ? k->n_hist - (size_t) n : 0;
-        for (size_t i = start; i < k->n_hist; i++) json_array_append_new(list, s_hist_entry(&k->hist[i], output));
+        for (size_t i = start; i < k->n_hist; i++)
+            json_array_append_new(list, s_hist_entry(&k->hist[i], output));
     } else if (access && strcmp(access, "range") == 0) {
         json_int_t start = json_integer_value(json_object_get(c, "start"));
         json_t *stopv = json_object_get(c, "stop");
@@ -341,10 +346,12 @@ static void s_handle_history(kernel_t *k, const cb_msg_t *m) {
             json_array_append_new(rev, s_hist_entry(&k->hist[i], output));
             if (n > 0 && (json_int_t) json_array_size(rev) >= n) break;
         }
-        for (size_t i = json_array_size(rev); i-- > 0;) json_array_append(list, json_array_get(rev, i));
+        for (size_t i = json_array_size(rev); i-- > 0;)
+            json_array_append(list, json_array_get(rev, i));
         json_decref(rev);
     }
-    s_reply(k, CB_CH_SHELL, m, "history_reply", NULL, json_pack("{s:s, s:o}", "status", "ok", "history", list));
+    s_reply(k, CB_CH_SHELL, m, "history_reply", NULL,
+            json_pack("{s:s, s:o}", "status", "ok", "history", list));
 }
 
 /* ------------------------------------------------------------ kernel_info */
@@ -360,10 +367,11 @@ static json_t *s_kernel_info(kernel_t *k) {
     if (!iso[0]) {
         /* asked before the launcher reported: say what was requested, not more */
         const cb_opts_t *o = k->opts;
-        snprintf(requested, sizeof requested,
-                 "being set up (requested: %s sandbox, memory %ld MiB, pids %ld, cpus %g, disk %ld MiB, "
-                 "network %s; the isolation in force is reported once it is up)",
-                 o->sandbox, o->memory_mb, o->pids, o->cpus, o->disk_mb, o->network);
+        snprintf(
+            requested, sizeof requested,
+            "being set up (requested: %s sandbox, memory %ld MiB, pids %ld, cpus %g, disk %ld MiB, "
+            "network %s; the isolation in force is reported once it is up)",
+            o->sandbox, o->memory_mb, o->pids, o->cpus, o->disk_mb, o->network);
         iso = requested;
     }
     snprintf(banner, sizeof banner,
@@ -376,8 +384,8 @@ static json_t *s_kernel_info(kernel_t *k) {
                      "status", "ok", "protocol_version", "5.3", "implementation", "cellblock",
                      "implementation_version", CB_VERSION, "language_info", "name", "python",
                      "version", ver, "mimetype", "text/x-python", "file_extension", ".py",
-                     "pygments_lexer", "ipython3", "codemirror_mode", "name", "ipython", "version", 3,
-                     "nbconvert_exporter", "python", "banner", banner, "help_links", "text",
+                     "pygments_lexer", "ipython3", "codemirror_mode", "name", "ipython", "version",
+                     3, "nbconvert_exporter", "python", "banner", banner, "help_links", "text",
                      "Python Reference", "url", url, "supported_features", "debugger", 0);
 }
 
@@ -391,9 +399,9 @@ static void s_send_cur(kernel_t *k) {
     case REQ_EXECUTE: {
         json_t *ue = json_object_get(c, "user_expressions");
         f = json_pack("{s:s, s:O, s:b, s:b, s:O, s:b, s:i}", "type", "execute", "code",
-                      json_object_get(c, "code"), "silent", k->ex_silent, "store_history", k->ex_store,
-                      "user_expressions", json_is_object(ue) ? ue : json_object(), "allow_stdin",
-                      k->ex_stdin, "execution_count", k->ex_shown);
+                      json_object_get(c, "code"), "silent", k->ex_silent, "store_history",
+                      k->ex_store, "user_expressions", json_is_object(ue) ? ue : json_object(),
+                      "allow_stdin", k->ex_stdin, "execution_count", k->ex_shown);
         if (k->opts->timeout_s > 0) k->ex_deadline_ms = cb_now_ms() + k->opts->timeout_s * 1000;
         break;
     }
@@ -442,8 +450,8 @@ static json_t *s_collect_artifacts(kernel_t *k) {
     json_array_foreach(bundles, i, b) {
         json_t *data = json_object_get(b, "data"), *meta = json_object_get(b, "metadata");
         s_publish(k, "display_data", k->cur.header,
-                  json_pack("{s:O, s:O, s:{}}", "data", data, "metadata", meta ? meta : json_object(),
-                            "transient"));
+                  json_pack("{s:O, s:O, s:{}}", "data", data, "metadata",
+                            meta ? meta : json_object(), "transient"));
     }
     return summary;
 }
@@ -452,7 +460,8 @@ static void s_abort_queued(kernel_t *k);
 
 /* Ends the execute in flight.  done: the runner's `done` frame (borrowed) or
  * NULL when the runner died; why: error text when it died. */
-static void s_finish_execute(kernel_t *k, const json_t *done, const char *ename, const char *evalue) {
+static void s_finish_execute(kernel_t *k, const json_t *done, const char *ename,
+                             const char *evalue) {
     s_drain_pipes(k);
     s_streams_flush(k, true);
     bool ok = done && json_is_string(json_object_get(done, "status")) &&
@@ -460,9 +469,11 @@ static void s_finish_execute(kernel_t *k, const json_t *done, const char *ename,
     if (k->ex_timed_out && done) {
         char note[200];
         snprintf(note, sizeof note,
-                 "[cellblock] the cell exceeded its time limit of %ld s (--timeout) and was interrupted\n",
+                 "[cellblock] the cell exceeded its time limit of %ld s (--timeout) and was "
+                 "interrupted\n",
                  k->opts->timeout_s);
-        s_publish(k, "stream", k->cur.header, json_pack("{s:s, s:s}", "name", "stderr", "text", note));
+        s_publish(k, "stream", k->cur.header,
+                  json_pack("{s:s, s:s}", "name", "stderr", "text", note));
     }
     json_auto_t *tb = NULL;
     if (done == NULL) {
@@ -475,27 +486,31 @@ static void s_finish_execute(kernel_t *k, const json_t *done, const char *ename,
     if (ok) {
         json_t *ue = json_object_get(done, "user_expressions");
         json_t *pl = json_object_get(done, "payload");
-        content = json_pack("{s:s, s:i, s:O, s:O}", "status", "ok", "execution_count", k->exec_count,
-                            "user_expressions", json_is_object(ue) ? ue : json_object(), "payload",
-                            json_is_array(pl) ? pl : json_array());
+        content =
+            json_pack("{s:s, s:i, s:O, s:O}", "status", "ok", "execution_count", k->exec_count,
+                      "user_expressions", json_is_object(ue) ? ue : json_object(), "payload",
+                      json_is_array(pl) ? pl : json_array());
     } else if (done) {
         json_t *en = json_object_get(done, "ename"), *ev = json_object_get(done, "evalue");
         json_t *t = json_object_get(done, "traceback");
-        content = json_pack("{s:s, s:i, s:s, s:s, s:O, s:{}, s:[]}", "status", "error",
-                            "execution_count", k->exec_count, "ename",
-                            json_is_string(en) ? json_string_value(en) : "Error", "evalue",
-                            json_is_string(ev) ? json_string_value(ev) : "", "traceback",
-                            json_is_array(t) ? t : json_array(), "user_expressions", "payload");
+        content =
+            json_pack("{s:s, s:i, s:s, s:s, s:O, s:{}, s:[]}", "status", "error", "execution_count",
+                      k->exec_count, "ename", json_is_string(en) ? json_string_value(en) : "Error",
+                      "evalue", json_is_string(ev) ? json_string_value(ev) : "", "traceback",
+                      json_is_array(t) ? t : json_array(), "user_expressions", "payload");
     } else {
         content = json_pack("{s:s, s:i, s:s, s:s, s:O, s:{}, s:[]}", "status", "error",
                             "execution_count", k->exec_count, "ename", ename, "evalue", evalue,
                             "traceback", tb, "user_expressions", "payload");
     }
-    json_t *meta = json_pack("{s:s, s:b, s:s, s:s}", "started", k->ex_started, "dependencies_met", 1,
-                             "engine", k->wire.session, "status", ok ? "ok" : "error");
+    json_t *meta = json_pack("{s:s, s:b, s:s, s:s}", "started", k->ex_started, "dependencies_met",
+                             1, "engine", k->wire.session, "status", ok ? "ok" : "error");
     /* always present, [] when nothing came back or collection is off */
-    if (meta) json_object_set_new(meta, "cellblock", json_pack("{s:o}", "artifacts", summary ? summary : json_array()));
-    else json_decref(summary);
+    if (meta)
+        json_object_set_new(meta, "cellblock",
+                            json_pack("{s:o}", "artifacts", summary ? summary : json_array()));
+    else
+        json_decref(summary);
     if (k->ex_store && !k->ex_silent && k->n_hist > 0 && k->ex_result_text &&
         k->hist[k->n_hist - 1].line == k->ex_shown) {
         k->hist[k->n_hist - 1].output = k->ex_result_text;
@@ -519,7 +534,8 @@ static void s_finish_other(kernel_t *k, const json_t *f) {
         json_t *m = f ? json_object_get(f, "matches") : NULL;
         json_t *cp = json_object_get(k->cur.content, "cursor_pos");
         json_int_t pos = json_is_integer(cp) ? json_integer_value(cp) : 0;
-        json_t *cs = f ? json_object_get(f, "cursor_start") : NULL, *ce = f ? json_object_get(f, "cursor_end") : NULL;
+        json_t *cs = f ? json_object_get(f, "cursor_start") : NULL,
+               *ce = f ? json_object_get(f, "cursor_end") : NULL;
         json_t *md = f ? json_object_get(f, "metadata") : NULL;
         c = json_pack("{s:s, s:O, s:I, s:I, s:O}", "status", "ok", "matches",
                       json_is_array(m) ? m : json_array(), "cursor_start",
@@ -529,10 +545,12 @@ static void s_finish_other(kernel_t *k, const json_t *f) {
         break;
     }
     case REQ_INSPECT: {
-        json_t *d = f ? json_object_get(f, "data") : NULL, *md = f ? json_object_get(f, "metadata") : NULL;
+        json_t *d = f ? json_object_get(f, "data") : NULL,
+               *md = f ? json_object_get(f, "metadata") : NULL;
         bool found = f && json_is_true(json_object_get(f, "found")) && json_is_object(d);
         c = json_pack("{s:s, s:b, s:O, s:O}", "status", "ok", "found", found, "data",
-                      found ? d : json_object(), "metadata", json_is_object(md) ? md : json_object());
+                      found ? d : json_object(), "metadata",
+                      json_is_object(md) ? md : json_object());
         break;
     }
     case REQ_IS_COMPLETE: {
@@ -543,7 +561,8 @@ static void s_finish_other(kernel_t *k, const json_t *f) {
             if (strcmp(st, ok[i]) == 0) status = ok[i];
         c = json_pack("{s:s}", "status", status);
         const char *ind = f ? json_string_value(json_object_get(f, "indent")) : NULL;
-        if (c && strcmp(status, "incomplete") == 0) json_object_set_new(c, "indent", json_string(ind ? ind : ""));
+        if (c && strcmp(status, "incomplete") == 0)
+            json_object_set_new(c, "indent", json_string(ind ? ind : ""));
         break;
     }
     default: return;
@@ -593,8 +612,8 @@ static void s_handle_frame(kernel_t *k, json_t *f) {
             snprintf(k->run.python_version, sizeof k->run.python_version, "%s", pv);
         }
         if (k->run.state == CB_RUNNER_STARTING) k->run.state = CB_RUNNER_READY;
-        LOG_I("runner ready after %lld ms (Python %s)", (long long) (cb_now_ms() - k->run.started_ms),
-              k->python_version);
+        LOG_I("runner ready after %lld ms (Python %s)",
+              (long long) (cb_now_ms() - k->run.started_ms), k->python_version);
         if (k->cur_kind == REQ_NONE && k->opts->preload && k->opts->preload[0]) {
             /* nothing waiting: let the runner import ahead of the first cell */
             json_auto_t *mods = json_array();
@@ -651,14 +670,16 @@ static void s_handle_frame(kernel_t *k, json_t *f) {
     if (strcmp(type, "input_request") == 0) {
         json_t *prompt = json_object_get(f, "prompt");
         if (!in_exec || !k->ex_stdin || k->ex_waiting_input || !json_is_string(prompt)) {
-            json_auto_t *r = json_pack("{s:s, s:s}", "type", "input_reply", "error",
-                                       "input was requested, but this frontend does not support input requests");
+            json_auto_t *r =
+                json_pack("{s:s, s:s}", "type", "input_reply", "error",
+                          "input was requested, but this frontend does not support input requests");
             cb_runner_send(&k->run, r);
             return;
         }
         /* discard stale replies, then ask the client that sent the execute_request */
         zmsg_t *stale;
-        while ((stale = zmsg_recv(k->sock[CB_CH_STDIN])) != NULL) zmsg_destroy(&stale);
+        while ((stale = zmsg_recv(k->sock[CB_CH_STDIN])) != NULL)
+            zmsg_destroy(&stale);
         k->ex_waiting_input = true;
         s_reply(k, CB_CH_STDIN, &k->cur, "input_request", NULL,
                 json_pack("{s:O, s:b}", "prompt", prompt, "password",
@@ -672,7 +693,9 @@ static void s_handle_frame(kernel_t *k, json_t *f) {
     }
     if (strcmp(type, "complete_reply") == 0 || strcmp(type, "inspect_reply") == 0 ||
         strcmp(type, "is_complete_reply") == 0) {
-        req_kind_t want = type[0] == 'c' ? REQ_COMPLETE : type[1] == 'n' ? REQ_INSPECT : REQ_IS_COMPLETE;
+        req_kind_t want = type[0] == 'c'   ? REQ_COMPLETE
+                          : type[1] == 'n' ? REQ_INSPECT
+                                           : REQ_IS_COMPLETE;
         if (k->cur_kind != want) goto bad;
         s_finish_other(k, f);
         return;
@@ -733,13 +756,16 @@ static void s_runner_gone(kernel_t *k) {
     } else if (k->last_parent && !k->exiting) {
         char note[1300];
         snprintf(note, sizeof note, "[cellblock] %s\n", msg);
-        s_publish(k, "stream", k->last_parent, json_pack("{s:s, s:s}", "name", "stderr", "text", note));
+        s_publish(k, "stream", k->last_parent,
+                  json_pack("{s:s, s:s}", "name", "stderr", "text", note));
     }
     cb_runner_close(&k->run);
     if (k->artifacts) cb_artifacts_reset(k->artifacts);
     if (k->exiting) return;
-    if (was_setup_failure) k->respawn_at_ms = cb_now_ms() + CB_RESPAWN_BACKOFF_MS;
-    else s_start_runner(k);
+    if (was_setup_failure)
+        k->respawn_at_ms = cb_now_ms() + CB_RESPAWN_BACKOFF_MS;
+    else
+        s_start_runner(k);
 }
 
 static void s_start_runner(kernel_t *k) {
@@ -750,7 +776,8 @@ static void s_start_runner(kernel_t *k) {
         return;
     }
     k->respawn_at_ms = 0;
-    for (int i = 0; i < 2; i++) k->streams[i].len = 0;
+    for (int i = 0; i < 2; i++)
+        k->streams[i].len = 0;
 }
 
 /* ------------------------------------------------------------- requests */
@@ -760,8 +787,8 @@ static void s_handle_execute(kernel_t *k, cb_msg_t *m, bool abort) {
     s_status(k, m->header, "busy");
     if (abort) {
         s_reply(k, CB_CH_SHELL, m, "execute_reply",
-                json_pack("{s:s, s:b, s:s, s:s}", "status", "aborted", "dependencies_met", 1, "engine",
-                          k->wire.session, "started", ""),
+                json_pack("{s:s, s:b, s:s, s:s}", "status", "aborted", "dependencies_met", 1,
+                          "engine", k->wire.session, "started", ""),
                 json_pack("{s:s, s:i}", "status", "aborted", "execution_count", k->exec_count));
         s_status(k, m->header, "idle");
         return;
@@ -804,8 +831,8 @@ static void s_handle_execute(kernel_t *k, cb_msg_t *m, bool abort) {
     if (k->run.state == CB_RUNNER_DOWN) s_start_runner(k);
     if (k->run.state == CB_RUNNER_DOWN) {
         char msg[800];
-        snprintf(msg, sizeof msg, "The sandbox could not be started%s%s", k->last_fatal[0] ? ": " : ".",
-                 k->last_fatal);
+        snprintf(msg, sizeof msg, "The sandbox could not be started%s%s",
+                 k->last_fatal[0] ? ": " : ".", k->last_fatal);
         s_finish_execute(k, NULL, "SandboxError", msg);
         return;
     }
@@ -819,7 +846,8 @@ static void s_handle_runner_request(kernel_t *k, cb_msg_t *m, req_kind_t kind) {
     k->cur_kind = kind;
     k->cur_sent = false;
     json_t *code = json_object_get(k->cur.content, "code");
-    if (!json_is_string(code) || (kind != REQ_IS_COMPLETE && !json_is_integer(json_object_get(k->cur.content, "cursor_pos")))) {
+    if (!json_is_string(code) || (kind != REQ_IS_COMPLETE && !json_is_integer(json_object_get(
+                                                                 k->cur.content, "cursor_pos")))) {
         LOG_W("%s with a bad shape: answering empty", k->cur.msg_type);
         s_finish_other(k, NULL);
         return;
@@ -872,7 +900,8 @@ static void s_dispatch(kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
         s_status(k, m->header, "idle");
     } else if (ch == CB_CH_SHELL && strcmp(t, "comm_info_request") == 0) {
         s_status(k, m->header, "busy");
-        s_reply(k, ch, m, "comm_info_reply", NULL, json_pack("{s:s, s:{}}", "status", "ok", "comms"));
+        s_reply(k, ch, m, "comm_info_reply", NULL,
+                json_pack("{s:s, s:{}}", "status", "ok", "comms"));
         s_status(k, m->header, "idle");
     } else if (ch == CB_CH_SHELL && strcmp(t, "comm_open") == 0) {
         s_status(k, m->header, "busy");
@@ -909,7 +938,8 @@ static int s_recv(kernel_t *k, cb_channel_t ch, cb_msg_t *out) {
     size_t size = zmsg_content_size(raw);
     zmsg_destroy(&raw);
     if (rc < 0) {
-        LOG_W("%s: dropped a message of %zu bytes: %s", cb_channel_name(ch), size, cb_wire_strerror(-rc));
+        LOG_W("%s: dropped a message of %zu bytes: %s", cb_channel_name(ch), size,
+              cb_wire_strerror(-rc));
         return -1;
     }
     LOG_D("%s: received %s %s (%zu bytes, %zu buffers)", cb_channel_name(ch), out->msg_type,
@@ -975,7 +1005,8 @@ static void s_pump_stdin(kernel_t *k) {
         if (rc == 0) return;
         if (rc < 0) continue;
         json_t *value = json_object_get(m.content, "value");
-        if (strcmp(m.msg_type, "input_reply") == 0 && k->ex_waiting_input && json_is_string(value)) {
+        if (strcmp(m.msg_type, "input_reply") == 0 && k->ex_waiting_input &&
+            json_is_string(value)) {
             k->ex_waiting_input = false;
             json_auto_t *f = json_pack("{s:s, s:O}", "type", "input_reply", "value", value);
             cb_runner_send(&k->run, f);
@@ -1074,7 +1105,8 @@ static int s_bind(kernel_t *k) {
 
 static int64_t s_next_deadline(const kernel_t *k) {
     int64_t d = 0;
-#define S_MIN(x) if ((x) > 0 && (d == 0 || (x) < d)) d = (x)
+#define S_MIN(x)                                                                                   \
+    if ((x) > 0 && (d == 0 || (x) < d)) d = (x)
     S_MIN(k->streams[0].due_ms);
     S_MIN(k->streams[1].due_ms);
     S_MIN(k->ex_deadline_ms);
@@ -1114,7 +1146,8 @@ static void s_timers(kernel_t *k) {
         k->respawn_at_ms = 0;
         s_start_runner(k);
     }
-    if (k->run.state == CB_RUNNER_STARTING && now >= k->run.started_ms + CB_RUNNER_HELLO_TIMEOUT_MS) {
+    if (k->run.state == CB_RUNNER_STARTING &&
+        now >= k->run.started_ms + CB_RUNNER_HELLO_TIMEOUT_MS) {
         LOG_E("runner did not say hello within %d ms: stopping it", CB_RUNNER_HELLO_TIMEOUT_MS);
         snprintf(k->run.reason, sizeof k->run.reason, "no hello from the runner in time");
         cb_runner_kill(&k->run);
@@ -1138,14 +1171,18 @@ static void s_loop(kernel_t *k) {
         it[n++] = (zmq_pollitem_t){zsock_resolve(k->sock[CB_CH_STDIN]), 0, ZMQ_POLLIN, 0};
         i_sig = n;
         it[n++] = (zmq_pollitem_t){NULL, k->sigfd, ZMQ_POLLIN, 0};
-        if (k->run.out_fd >= 0) i_out = n, it[n++] = (zmq_pollitem_t){NULL, k->run.out_fd, ZMQ_POLLIN, 0};
-        if (k->run.err_fd >= 0) i_err = n, it[n++] = (zmq_pollitem_t){NULL, k->run.err_fd, ZMQ_POLLIN, 0};
+        if (k->run.out_fd >= 0)
+            i_out = n, it[n++] = (zmq_pollitem_t){NULL, k->run.out_fd, ZMQ_POLLIN, 0};
+        if (k->run.err_fd >= 0)
+            i_err = n, it[n++] = (zmq_pollitem_t){NULL, k->run.err_fd, ZMQ_POLLIN, 0};
         if (k->run.ev_fd >= 0) {
             i_ev = n;
-            it[n++] = (zmq_pollitem_t){NULL, k->run.ev_fd,
-                                       (short) (ZMQ_POLLIN | (cb_runner_wants_write(&k->run) ? ZMQ_POLLOUT : 0)), 0};
+            it[n++] = (zmq_pollitem_t){
+                NULL, k->run.ev_fd,
+                (short) (ZMQ_POLLIN | (cb_runner_wants_write(&k->run) ? ZMQ_POLLOUT : 0)), 0};
         }
-        if (k->run.rep_fd >= 0) i_rep = n, it[n++] = (zmq_pollitem_t){NULL, k->run.rep_fd, ZMQ_POLLIN, 0};
+        if (k->run.rep_fd >= 0)
+            i_rep = n, it[n++] = (zmq_pollitem_t){NULL, k->run.rep_fd, ZMQ_POLLIN, 0};
 
         int64_t d = s_next_deadline(k), now = cb_now_ms();
         long timeout = d ? (d > now ? (long) (d - now) : 0) : -1;
@@ -1203,11 +1240,13 @@ int cb_kernel_main(cb_opts_t *opts) {
     k->opts = opts;
     k->sigfd = -1;
     cb_runner_init(&k->run);
-    for (int i = 0; i < 2; i++) k->streams[i].last_flush_ms = 0;
+    for (int i = 0; i < 2; i++)
+        k->streams[i].last_flush_ms = 0;
 
     int rc = cb_conn_load(opts->connection_file, &k->conn);
     if (rc != CB_CONN_OK) {
-        fprintf(stderr, "cellblock-kernel: connection file %s: %s\n", opts->connection_file, k->conn.error);
+        fprintf(stderr, "cellblock-kernel: connection file %s: %s\n", opts->connection_file,
+                k->conn.error);
         free(k);
         return rc == CB_CONN_EUNSUPPORTED ? 2 : 1;
     }
@@ -1295,7 +1334,8 @@ out:
     }
     free(k->hist);
     json_decref(k->last_parent);
-    for (int ch = 0; ch < CB_CH_COUNT; ch++) zsock_destroy(&k->sock[ch]);
+    for (int ch = 0; ch < CB_CH_COUNT; ch++)
+        zsock_destroy(&k->sock[ch]);
     zsock_destroy(&k->hb_stop_tx);
     zsock_destroy(&k->hb_stop_rx);
     cb_artifacts_destroy(&k->artifacts);

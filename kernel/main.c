@@ -17,8 +17,9 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "run") == 0) return cb_run_main(argc - 1, argv + 1);
     const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     if (strcmp(base, "cellblock") == 0) {
-        fprintf(stderr, "usage: cellblock run [options] FILE | -     (see cellblock run --help)\n"
-                        "       cellblock install [options]          (see cellblock install --help)\n");
+        fprintf(stderr,
+                "usage: cellblock run [options] FILE | -     (see cellblock run --help)\n"
+                "       cellblock install [options]          (see cellblock install --help)\n");
         return 2;
     }
     cb_opts_t *opts = calloc(1, sizeof *opts);

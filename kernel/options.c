@@ -18,50 +18,76 @@
 #include <string.h>
 
 enum {
-    O_PYTHON = 256, O_LAUNCHER, O_RUNNER, O_LOGLEVEL, O_SANDBOX, O_MEMORY, O_PIDS, O_CPUS, O_DISK,
-    O_OPENFILES, O_TIMEOUT, O_MAXOUTPUT, O_NETWORK, O_UID, O_GID, O_ROBIND, O_REQUIRE, O_ARTIFACTS,
-    O_ART_FILE, O_ART_CELL, O_ART_COUNT, O_PRELOAD, O_HELP, O_VERSION,
+    O_PYTHON = 256,
+    O_LAUNCHER,
+    O_RUNNER,
+    O_LOGLEVEL,
+    O_SANDBOX,
+    O_MEMORY,
+    O_PIDS,
+    O_CPUS,
+    O_DISK,
+    O_OPENFILES,
+    O_TIMEOUT,
+    O_MAXOUTPUT,
+    O_NETWORK,
+    O_UID,
+    O_GID,
+    O_ROBIND,
+    O_REQUIRE,
+    O_ARTIFACTS,
+    O_ART_FILE,
+    O_ART_CELL,
+    O_ART_COUNT,
+    O_PRELOAD,
+    O_HELP,
+    O_VERSION,
 };
 
 void cb_opts_usage(FILE *f) {
-    fprintf(f,
-"usage: cellblock-kernel -f CONNECTION_FILE [options]\n"
-"       cellblock-kernel install [--user|--prefix P|--sys-prefix] [--name N] [options]\n"
-"       cellblock run [options] [--out DIR] [--json] FILE|-\n"
-"\n"
-"A Jupyter kernel for Python that runs every cell in a Linux sandbox.\n"
-"\n"
-"  -f, --connection-file FILE  Jupyter connection file (required)\n"
-"  --python PATH             interpreter run inside the sandbox (default /usr/bin/python3)\n"
-"  --log-level LEVEL         debug|info|warning|error|critical (default warning)\n"
-"\n"
-"sandbox:\n"
-"  --sandbox full|none       confinement; 'none' runs code UNCONFINED, for debugging (default full)\n"
-"  --memory SIZE             memory limit, no swap; MiB or with K/M/G suffix (default %d MiB)\n"
-"  --pids N                  processes and threads (default %d)\n"
-"  --cpus F                  CPU share, e.g. 0.5 or 2 (default %.1f)\n"
-"  --disk SIZE               size of the working dir and /tmp tmpfs (default %d MiB)\n"
-"  --open-files N            open file descriptors (default %d)\n"
-"  --timeout SECONDS         wall-clock limit per cell, 0 = none (default %d)\n"
-"  --max-output SIZE         stdout+stderr bytes published per cell (default %d MiB)\n"
-"  --network none|host       'none': loopback only (default none)\n"
-"  --uid N, --gid N          ids the code runs as when the kernel is root (default %d)\n"
-"  --ro-bind HOST:SANDBOX    expose a host path read-only inside (repeatable)\n"
-"  --require-limits          fail instead of falling back to rlimits without cgroups\n"
-"\n"
-"outputs:\n"
-"  --artifacts none|images|all  files written in the working dir returned as outputs (default all)\n"
-"  --artifact-max-file SIZE  per file (default %u MiB)\n"
-"  --artifact-max-cell SIZE  per cell (default %u MiB)\n"
-"  --artifact-max-files N    files per cell (default %d)\n"
-"  --preload MODULES         comma-separated modules imported while idle (default none)\n"
-"\n"
-"  --launcher PATH, --runner PATH  override the installed helper paths\n"
-"  -h, --help, --version\n",
-            CB_DEFAULT_MEMORY_MB, CB_DEFAULT_PIDS, CB_DEFAULT_CPUS, CB_DEFAULT_DISK_MB,
-            CB_DEFAULT_OPEN_FILES, CB_DEFAULT_TIMEOUT_S, CB_DEFAULT_MAX_OUTPUT_MB, CB_SANDBOX_UID,
-            CB_ARTIFACTS_DEFAULT_MAX_FILE_BYTES >> 20, CB_ARTIFACTS_DEFAULT_MAX_CELL_BYTES >> 20,
-            CB_ARTIFACTS_DEFAULT_MAX_FILES);
+    fprintf(
+        f,
+        "usage: cellblock-kernel -f CONNECTION_FILE [options]\n"
+        "       cellblock-kernel install [--user|--prefix P|--sys-prefix] [--name N] [options]\n"
+        "       cellblock run [options] [--out DIR] [--json] FILE|-\n"
+        "\n"
+        "A Jupyter kernel for Python that runs every cell in a Linux sandbox.\n"
+        "\n"
+        "  -f, --connection-file FILE  Jupyter connection file (required)\n"
+        "  --python PATH             interpreter run inside the sandbox (default "
+        "/usr/bin/python3)\n"
+        "  --log-level LEVEL         debug|info|warning|error|critical (default warning)\n"
+        "\n"
+        "sandbox:\n"
+        "  --sandbox full|none       confinement; 'none' runs code UNCONFINED, for debugging "
+        "(default full)\n"
+        "  --memory SIZE             memory limit, no swap; MiB or with K/M/G suffix (default %d "
+        "MiB)\n"
+        "  --pids N                  processes and threads (default %d)\n"
+        "  --cpus F                  CPU share, e.g. 0.5 or 2 (default %.1f)\n"
+        "  --disk SIZE               size of the working dir and /tmp tmpfs (default %d MiB)\n"
+        "  --open-files N            open file descriptors (default %d)\n"
+        "  --timeout SECONDS         wall-clock limit per cell, 0 = none (default %d)\n"
+        "  --max-output SIZE         stdout+stderr bytes published per cell (default %d MiB)\n"
+        "  --network none|host       'none': loopback only (default none)\n"
+        "  --uid N, --gid N          ids the code runs as when the kernel is root (default %d)\n"
+        "  --ro-bind HOST:SANDBOX    expose a host path read-only inside (repeatable)\n"
+        "  --require-limits          fail instead of falling back to rlimits without cgroups\n"
+        "\n"
+        "outputs:\n"
+        "  --artifacts none|images|all  files written in the working dir returned as outputs "
+        "(default all)\n"
+        "  --artifact-max-file SIZE  per file (default %u MiB)\n"
+        "  --artifact-max-cell SIZE  per cell (default %u MiB)\n"
+        "  --artifact-max-files N    files per cell (default %d)\n"
+        "  --preload MODULES         comma-separated modules imported while idle (default none)\n"
+        "\n"
+        "  --launcher PATH, --runner PATH  override the installed helper paths\n"
+        "  -h, --help, --version\n",
+        CB_DEFAULT_MEMORY_MB, CB_DEFAULT_PIDS, CB_DEFAULT_CPUS, CB_DEFAULT_DISK_MB,
+        CB_DEFAULT_OPEN_FILES, CB_DEFAULT_TIMEOUT_S, CB_DEFAULT_MAX_OUTPUT_MB, CB_SANDBOX_UID,
+        CB_ARTIFACTS_DEFAULT_MAX_FILE_BYTES >> 20, CB_ARTIFACTS_DEFAULT_MAX_CELL_BYTES >> 20,
+        CB_ARTIFACTS_DEFAULT_MAX_FILES);
 }
 
 static int s_bad(const char *flag, const char *val, const char *why) {
@@ -87,11 +113,15 @@ static int s_size_mb(const char *flag, const char *val, long hi_mb, long *out) {
     char *end;
     errno = 0;
     double v = strtod(val, &end);
-    if (errno || end == val || !(v > 0) || !isfinite(v)) return s_bad(flag, val, "expected a size like 512, 512M or 2G");
+    if (errno || end == val || !(v > 0) || !isfinite(v))
+        return s_bad(flag, val, "expected a size like 512, 512M or 2G");
     double mb = v;
-    if (*end == 'k' || *end == 'K') mb = v / 1024.0, end++;
-    else if (*end == 'm' || *end == 'M') end++;
-    else if (*end == 'g' || *end == 'G') mb = v * 1024.0, end++;
+    if (*end == 'k' || *end == 'K')
+        mb = v / 1024.0, end++;
+    else if (*end == 'm' || *end == 'M')
+        end++;
+    else if (*end == 'g' || *end == 'G')
+        mb = v * 1024.0, end++;
     if (*end == 'i' || *end == 'I') end++;
     if (*end == 'b' || *end == 'B') end++;
     if (*end) return s_bad(flag, val, "expected a size like 512, 512M or 2G");
@@ -100,7 +130,8 @@ static int s_size_mb(const char *flag, const char *val, long hi_mb, long *out) {
     return 0;
 }
 
-static int s_choice(const char *flag, const char *val, const char *const *choices, const char **out) {
+static int s_choice(const char *flag, const char *val, const char *const *choices,
+                    const char **out) {
     for (size_t i = 0; choices[i]; i++)
         if (strcmp(val, choices[i]) == 0) {
             *out = choices[i];
@@ -143,21 +174,31 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
     o->artifact_max_files = CB_ARTIFACTS_DEFAULT_MAX_FILES;
 
     static const struct option longopts[] = {
-        {"connection-file", required_argument, 0, 'f'}, {"python", required_argument, 0, O_PYTHON},
-        {"launcher", required_argument, 0, O_LAUNCHER}, {"runner", required_argument, 0, O_RUNNER},
-        {"log-level", required_argument, 0, O_LOGLEVEL}, {"sandbox", required_argument, 0, O_SANDBOX},
-        {"memory", required_argument, 0, O_MEMORY},     {"pids", required_argument, 0, O_PIDS},
-        {"cpus", required_argument, 0, O_CPUS},         {"disk", required_argument, 0, O_DISK},
-        {"open-files", required_argument, 0, O_OPENFILES}, {"timeout", required_argument, 0, O_TIMEOUT},
-        {"max-output", required_argument, 0, O_MAXOUTPUT}, {"network", required_argument, 0, O_NETWORK},
-        {"uid", required_argument, 0, O_UID},           {"gid", required_argument, 0, O_GID},
-        {"ro-bind", required_argument, 0, O_ROBIND},    {"require-limits", no_argument, 0, O_REQUIRE},
+        {"connection-file", required_argument, 0, 'f'},
+        {"python", required_argument, 0, O_PYTHON},
+        {"launcher", required_argument, 0, O_LAUNCHER},
+        {"runner", required_argument, 0, O_RUNNER},
+        {"log-level", required_argument, 0, O_LOGLEVEL},
+        {"sandbox", required_argument, 0, O_SANDBOX},
+        {"memory", required_argument, 0, O_MEMORY},
+        {"pids", required_argument, 0, O_PIDS},
+        {"cpus", required_argument, 0, O_CPUS},
+        {"disk", required_argument, 0, O_DISK},
+        {"open-files", required_argument, 0, O_OPENFILES},
+        {"timeout", required_argument, 0, O_TIMEOUT},
+        {"max-output", required_argument, 0, O_MAXOUTPUT},
+        {"network", required_argument, 0, O_NETWORK},
+        {"uid", required_argument, 0, O_UID},
+        {"gid", required_argument, 0, O_GID},
+        {"ro-bind", required_argument, 0, O_ROBIND},
+        {"require-limits", no_argument, 0, O_REQUIRE},
         {"artifacts", required_argument, 0, O_ARTIFACTS},
         {"artifact-max-file", required_argument, 0, O_ART_FILE},
         {"artifact-max-cell", required_argument, 0, O_ART_CELL},
         {"artifact-max-files", required_argument, 0, O_ART_COUNT},
         {"preload", required_argument, 0, O_PRELOAD},
-        {"help", no_argument, 0, 'h'},                  {"version", no_argument, 0, O_VERSION},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -170,7 +211,8 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
         case O_LAUNCHER: o->launcher = optarg; break;
         case O_RUNNER: o->runner = optarg; break;
         case O_LOGLEVEL:
-            if (cb_log_parse_level(optarg, &o->log_level) < 0) rc = s_bad("--log-level", optarg, "debug|info|warning|error|critical");
+            if (cb_log_parse_level(optarg, &o->log_level) < 0)
+                rc = s_bad("--log-level", optarg, "debug|info|warning|error|critical");
             break;
         case O_SANDBOX: rc = s_choice("--sandbox", optarg, sandboxes, &o->sandbox); break;
         case O_MEMORY: rc = s_size_mb("--memory", optarg, 1L << 30, &o->memory_mb); break;
@@ -178,31 +220,48 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
         case O_CPUS: {
             char *end;
             o->cpus = strtod(optarg, &end);
-            if (end == optarg || *end || !(o->cpus >= 0.01 && o->cpus <= 1024)) rc = s_bad("--cpus", optarg, "expected a number in 0.01..1024");
+            if (end == optarg || *end || !(o->cpus >= 0.01 && o->cpus <= 1024))
+                rc = s_bad("--cpus", optarg, "expected a number in 0.01..1024");
             break;
         }
         case O_DISK: rc = s_size_mb("--disk", optarg, 1L << 30, &o->disk_mb); break;
         case O_OPENFILES: rc = s_long("--open-files", optarg, 16, 1L << 20, &o->open_files); break;
         case O_TIMEOUT: rc = s_long("--timeout", optarg, 0, 7L * 24 * 3600, &o->timeout_s); break;
-        case O_MAXOUTPUT: rc = s_size_mb("--max-output", optarg, 1L << 20, &o->max_output_mb); break;
+        case O_MAXOUTPUT:
+            rc = s_size_mb("--max-output", optarg, 1L << 20, &o->max_output_mb);
+            break;
         case O_NETWORK: rc = s_choice("--network", optarg, networks, &o->network); break;
         case O_UID: rc = s_long("--uid", optarg, 1, 0x7fffffffL, &o->uid); break;
         case O_GID: rc = s_long("--gid", optarg, 1, 0x7fffffffL, &o->gid); break;
         case O_ROBIND:
             if (!strchr(optarg, ':') || optarg[0] != '/' || strchr(optarg, ':')[1] != '/')
                 rc = s_bad("--ro-bind", optarg, "expected /HOST/PATH:/SANDBOX/PATH");
-            else if (o->n_ro_binds == CB_OPTS_MAX_BINDS) rc = s_bad("--ro-bind", optarg, "too many");
-            else o->ro_binds[o->n_ro_binds++] = optarg;
+            else if (o->n_ro_binds == CB_OPTS_MAX_BINDS)
+                rc = s_bad("--ro-bind", optarg, "too many");
+            else
+                o->ro_binds[o->n_ro_binds++] = optarg;
             break;
         case O_REQUIRE: o->require_limits = true; break;
         case O_ARTIFACTS: rc = s_choice("--artifacts", optarg, artifacts, &o->artifacts); break;
-        case O_ART_FILE: rc = s_size_mb("--artifact-max-file", optarg, 1024, &o->artifact_max_file_mb); break;
-        case O_ART_CELL: rc = s_size_mb("--artifact-max-cell", optarg, 4096, &o->artifact_max_cell_mb); break;
-        case O_ART_COUNT: rc = s_long("--artifact-max-files", optarg, 0, 10000, &o->artifact_max_files); break;
+        case O_ART_FILE:
+            rc = s_size_mb("--artifact-max-file", optarg, 1024, &o->artifact_max_file_mb);
+            break;
+        case O_ART_CELL:
+            rc = s_size_mb("--artifact-max-cell", optarg, 4096, &o->artifact_max_cell_mb);
+            break;
+        case O_ART_COUNT:
+            rc = s_long("--artifact-max-files", optarg, 0, 10000, &o->artifact_max_files);
+            break;
         case O_PRELOAD:
-            if (strlen(optarg) >= CB_OPTS_ARG_MAX || strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_., ") != strlen(optarg))
-                rc = s_bad("--preload", optarg, "expected comma-separated module names, e.g. numpy,pandas,matplotlib.pyplot");
-            else o->preload = optarg;
+            if (strlen(optarg) >= CB_OPTS_ARG_MAX ||
+                strspn(optarg,
+                       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_., ") !=
+                    strlen(optarg))
+                rc = s_bad(
+                    "--preload", optarg,
+                    "expected comma-separated module names, e.g. numpy,pandas,matplotlib.pyplot");
+            else
+                o->preload = optarg;
             break;
         case 'h': cb_opts_usage(stdout); return CB_OPTS_EXIT_OK;
         case O_VERSION: printf("cellblock-kernel %s\n", CB_VERSION); return CB_OPTS_EXIT_OK;
@@ -210,7 +269,8 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
             fprintf(stderr, "cellblock-kernel: option %s needs a value\n", argv[optind - 1]);
             return CB_OPTS_EXIT_USAGE;
         default:
-            fprintf(stderr, "cellblock-kernel: unknown option '%s' (see --help)\n", argv[optind - 1]);
+            fprintf(stderr, "cellblock-kernel: unknown option '%s' (see --help)\n",
+                    argv[optind - 1]);
             return CB_OPTS_EXIT_USAGE;
         }
         if (rc) return rc;
@@ -236,7 +296,8 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
     s_fwd(o, &n, "--network", o->network);
     if (o->uid > 0) s_fwd(o, &n, "--uid", s_num(o, slot++, o->uid));
     if (o->gid > 0) s_fwd(o, &n, "--gid", s_num(o, slot++, o->gid));
-    for (size_t i = 0; i < o->n_ro_binds; i++) s_fwd(o, &n, "--ro-bind", o->ro_binds[i]);
+    for (size_t i = 0; i < o->n_ro_binds; i++)
+        s_fwd(o, &n, "--ro-bind", o->ro_binds[i]);
     if (o->require_limits) s_fwd(o, &n, "--require-limits", NULL);
     static const char *const lv[] = {"debug", "info", "warning", "error", "critical"};
     s_fwd(o, &n, "--log-level", lv[o->log_level]);
@@ -244,7 +305,8 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
     return CB_OPTS_RUN;
 }
 
-int cb_opts_find_helpers(const cb_opts_t *o, char *launcher, size_t llen, char *runner, size_t rlen) {
+int cb_opts_find_helpers(const cb_opts_t *o, char *launcher, size_t llen, char *runner,
+                         size_t rlen) {
     char exe[CB_PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n < 0) {
@@ -253,8 +315,9 @@ int cb_opts_find_helpers(const cb_opts_t *o, char *launcher, size_t llen, char *
     }
     exe[n] = '\0';
     char *dir = dirname(exe);
-    int r1 = o->launcher ? snprintf(launcher, llen, "%s", o->launcher)
-                         : snprintf(launcher, llen, "%s/../libexec/cellblock/cellblock-launcher", dir);
+    int r1 = o->launcher
+                 ? snprintf(launcher, llen, "%s", o->launcher)
+                 : snprintf(launcher, llen, "%s/../libexec/cellblock/cellblock-launcher", dir);
     int r2 = o->runner ? snprintf(runner, rlen, "%s", o->runner)
                        : snprintf(runner, rlen, "%s/../share/cellblock/runner/runner.py", dir);
     if (r1 < 0 || (size_t) r1 >= llen || r2 < 0 || (size_t) r2 >= rlen) {

@@ -31,45 +31,44 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CB_RUN_CODE_MAX (16u << 20)  /* bytes of a script */
-#define CB_RUN_ARGS_MAX 128          /* options accepted */
+#define CB_RUN_CODE_MAX (16u << 20) /* bytes of a script */
+#define CB_RUN_ARGS_MAX 128         /* options accepted */
 
 enum {
-    CB_RUN_OK = 0,          /* script finished */
-    CB_RUN_PYERR = 1,       /* an exception ended it */
-    CB_RUN_USAGE = 2,       /* bad command line */
-    CB_RUN_SANDBOX = 3,     /* the sandbox could not start */
-    CB_RUN_TIMEOUT = 124,   /* --timeout hit */
-    CB_RUN_MEMORY = 125,    /* --memory hit */
-    CB_RUN_DIED = 126,      /* the sandbox died otherwise */
+    CB_RUN_OK = 0,        /* script finished */
+    CB_RUN_PYERR = 1,     /* an exception ended it */
+    CB_RUN_USAGE = 2,     /* bad command line */
+    CB_RUN_SANDBOX = 3,   /* the sandbox could not start */
+    CB_RUN_TIMEOUT = 124, /* --timeout hit */
+    CB_RUN_MEMORY = 125,  /* --memory hit */
+    CB_RUN_DIED = 126,    /* the sandbox died otherwise */
 };
 
 typedef struct {
-    cb_opts_t *opts;         /* limits (borrowed) */
-    const char *out_dir;     /* --out, or NULL */
-    bool json;               /* --json */
-    cb_runner_t run;         /* the sandbox */
-    cb_artifacts_t *art;     /* collector, NULL when --artifacts none */
-    json_t *results;         /* Execution.results */
+    cb_opts_t *opts;           /* limits (borrowed) */
+    const char *out_dir;       /* --out, or NULL */
+    bool json;                 /* --json */
+    cb_runner_t run;           /* the sandbox */
+    cb_artifacts_t *art;       /* collector, NULL when --artifacts none */
+    json_t *results;           /* Execution.results */
     json_t *out_log, *err_log; /* Execution.logs */
-    json_t *error;           /* Execution.error or NULL */
-    int n_display;           /* displays saved */
-    bool done, timed_out;    /* state */
-    int64_t deadline_ms;     /* --timeout deadline, 0 = none yet */
-    int status;              /* exit status */
+    json_t *error;             /* Execution.error or NULL */
+    int n_display;             /* displays saved */
+    bool done, timed_out;      /* state */
+    int64_t deadline_ms;       /* --timeout deadline, 0 = none yet */
+    int status;                /* exit status */
 } run_t;
 
 static void s_usage(FILE *f) {
-    fprintf(f,
-"usage: cellblock run [kernel options...] [--out DIR] [--json] FILE | -\n"
-"\n"
-"Runs a Python script in a fresh cellblock sandbox, streaming its output.\n"
-"Files it writes in its working directory and images it displays are saved\n"
-"to --out DIR. Limits are the kernel's options (cellblock-kernel --help).\n"
-"\n"
-"exit status: 0 ok, 1 Python exception, 2 usage, 3 sandbox could not start,\n"
-"             124 time limit (--timeout), 125 memory limit (--memory),\n"
-"             126 the sandbox died otherwise\n");
+    fprintf(f, "usage: cellblock run [kernel options...] [--out DIR] [--json] FILE | -\n"
+               "\n"
+               "Runs a Python script in a fresh cellblock sandbox, streaming its output.\n"
+               "Files it writes in its working directory and images it displays are saved\n"
+               "to --out DIR. Limits are the kernel's options (cellblock-kernel --help).\n"
+               "\n"
+               "exit status: 0 ok, 1 Python exception, 2 usage, 3 sandbox could not start,\n"
+               "             124 time limit (--timeout), 125 memory limit (--memory),\n"
+               "             126 the sandbox died otherwise\n");
 }
 
 /* Keeps out_dir-relative paths inside out_dir: no absolute, no "..". */
@@ -78,7 +77,8 @@ static bool s_safe_rel(const char *p) {
     for (const char *s = p; *s;) {
         const char *e = strchr(s, '/');
         size_t n = e ? (size_t) (e - s) : strlen(s);
-        if (n == 0 || (n == 2 && s[0] == '.' && s[1] == '.') || (n == 1 && s[0] == '.')) return false;
+        if (n == 0 || (n == 2 && s[0] == '.' && s[1] == '.') || (n == 1 && s[0] == '.'))
+            return false;
         s += n + (e ? 1 : 0);
     }
     return true;
@@ -92,8 +92,10 @@ static int s_write_out(run_t *r, const char *rel, const void *data, size_t len) 
     }
     char path[CB_PATH_MAX];
     size_t dl = strlen(r->out_dir);
-    while (dl > 1 && r->out_dir[dl - 1] == '/') dl--;
-    if (snprintf(path, sizeof path, "%.*s/%s", (int) dl, r->out_dir, rel) >= (int) sizeof path) return -1;
+    while (dl > 1 && r->out_dir[dl - 1] == '/')
+        dl--;
+    if (snprintf(path, sizeof path, "%.*s/%s", (int) dl, r->out_dir, rel) >= (int) sizeof path)
+        return -1;
     for (char *p = path + dl + 1; *p; p++) {
         if (*p != '/') continue;
         *p = '\0';
@@ -113,9 +115,9 @@ static int s_write_out(run_t *r, const char *rel, const void *data, size_t len) 
 }
 
 static bool s_binary_mime(const char *m) {
-    return strncmp(m, "image/", 6) == 0 ? strcmp(m, "image/svg+xml") != 0
-                                        : (strcmp(m, "application/pdf") == 0 ||
-                                           strcmp(m, "application/octet-stream") == 0);
+    return strncmp(m, "image/", 6) == 0
+               ? strcmp(m, "image/svg+xml") != 0
+               : (strcmp(m, "application/pdf") == 0 || strcmp(m, "application/octet-stream") == 0);
 }
 
 /* Saves one mime value (base64 or text) under rel. */
@@ -137,9 +139,10 @@ static void s_save_value(run_t *r, const char *rel, const char *mime, const json
 
 static const char *s_ext(const char *mime) {
     static const char *const map[][2] = {
-        {"image/png", "png"}, {"image/jpeg", "jpg"}, {"image/gif", "gif"}, {"image/webp", "webp"},
-        {"image/svg+xml", "svg"}, {"application/pdf", "pdf"}, {"text/html", "html"},
-        {"text/markdown", "md"}, {"text/csv", "csv"}, {"application/json", "json"},
+        {"image/png", "png"},         {"image/jpeg", "jpg"},    {"image/gif", "gif"},
+        {"image/webp", "webp"},       {"image/svg+xml", "svg"}, {"application/pdf", "pdf"},
+        {"text/html", "html"},        {"text/markdown", "md"},  {"text/csv", "csv"},
+        {"application/json", "json"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(mime, map[i][0]) == 0) return map[i][1];
@@ -149,8 +152,8 @@ static const char *s_ext(const char *mime) {
 /* A display or result from the runner (or an artifact bundle). */
 static void s_result(run_t *r, const json_t *data, const json_t *meta, bool main_result) {
     const json_t *art = json_object_get(json_object_get(meta, "cellblock"), "artifact");
-    json_t *res = json_pack("{s:O, s:O, s:b}", "data", data, "metadata", meta ? meta : json_object(),
-                            "is_main_result", main_result);
+    json_t *res = json_pack("{s:O, s:O, s:b}", "data", data, "metadata",
+                            meta ? meta : json_object(), "is_main_result", main_result);
     if (json_is_object(art)) {
         json_object_set(res, "artifact", (json_t *) art);
         const char *path = json_string_value(json_object_get(art, "path"));
@@ -163,7 +166,8 @@ static void s_result(run_t *r, const json_t *data, const json_t *meta, bool main
         bool saved = false;
         json_object_foreach((json_t *) data, key, v) {
             const char *ext = s_ext(key);
-            if (ext == NULL || saved || (!s_binary_mime(key) && strcmp(key, "image/svg+xml") != 0)) continue;
+            if (ext == NULL || saved || (!s_binary_mime(key) && strcmp(key, "image/svg+xml") != 0))
+                continue;
             char rel[64];
             snprintf(rel, sizeof rel, "display-%d.%s", ++r->n_display, ext);
             s_save_value(r, rel, key, v);
@@ -191,7 +195,8 @@ static void s_stream(run_t *r, int which) {
         }
         if (r->json) {
             json_t *s = json_stringn(buf, (size_t) n);
-            if (s == NULL) { /* not valid UTF-8 (or split mid-character): keep ASCII, mark the rest */
+            if (s ==
+                NULL) { /* not valid UTF-8 (or split mid-character): keep ASCII, mark the rest */
                 for (ssize_t i = 0; i < n; i++)
                     if ((unsigned char) buf[i] >= 0x80) buf[i] = '?';
                 s = json_stringn(buf, (size_t) n);
@@ -213,9 +218,9 @@ static void s_frame(run_t *r, json_t *f, const char *code) {
     s_drain(r);
     if (strcmp(type, "hello") == 0) {
         r->run.state = CB_RUNNER_READY;
-        json_auto_t *ex = json_pack("{s:s, s:s, s:b, s:b, s:{}, s:b, s:i}", "type", "execute", "code", code,
-                                    "silent", 0, "store_history", 1, "user_expressions", "allow_stdin", 0,
-                                    "execution_count", 1);
+        json_auto_t *ex = json_pack("{s:s, s:s, s:b, s:b, s:{}, s:b, s:i}", "type", "execute",
+                                    "code", code, "silent", 0, "store_history", 1,
+                                    "user_expressions", "allow_stdin", 0, "execution_count", 1);
         if (ex) cb_runner_send(&r->run, ex);
         if (r->opts->timeout_s > 0) r->deadline_ms = cb_now_ms() + r->opts->timeout_s * 1000;
     } else if (strcmp(type, "display") == 0 || strcmp(type, "update_display") == 0 ||
@@ -230,10 +235,12 @@ static void s_frame(run_t *r, json_t *f, const char *code) {
         if (!r->json && json_is_array(tb)) {
             size_t i;
             json_t *l;
-            json_array_foreach(tb, i, l) if (json_is_string(l)) fprintf(stderr, "%s\n", json_string_value(l));
+            json_array_foreach(tb, i, l) if (json_is_string(l))
+                fprintf(stderr, "%s\n", json_string_value(l));
         }
     } else if (strcmp(type, "input_request") == 0) {
-        json_auto_t *rep = json_pack("{s:s, s:s}", "type", "input_reply", "error", "cellblock run has no stdin");
+        json_auto_t *rep =
+            json_pack("{s:s, s:s}", "type", "input_reply", "error", "cellblock run has no stdin");
         cb_runner_send(&r->run, rep);
     } else if (strcmp(type, "done") == 0) {
         const char *st = json_string_value(json_object_get(f, "status"));
@@ -254,7 +261,8 @@ static int s_read_code(const char *file, char **out) {
         if (buf == NULL) return -1;
         if (len == cap) {
             if (cap >= CB_RUN_CODE_MAX) {
-                fprintf(stderr, "cellblock run: %s is larger than %u bytes\n", file, CB_RUN_CODE_MAX);
+                fprintf(stderr, "cellblock run: %s is larger than %u bytes\n", file,
+                        CB_RUN_CODE_MAX);
                 free(buf);
                 return -1;
             }
@@ -309,20 +317,27 @@ static int s_loop(run_t *r, const char *code) {
         p[n++] = (struct pollfd){sfd, POLLIN, 0};
         int io = n;
         int fds[4] = {r->run.out_fd, r->run.err_fd, r->run.ev_fd, r->run.rep_fd};
-        for (int i = 0; i < 4; i++) p[n++] = (struct pollfd){fds[i], POLLIN, 0}; /* -1 is ignored */
+        for (int i = 0; i < 4; i++)
+            p[n++] = (struct pollfd){fds[i], POLLIN, 0}; /* -1 is ignored */
         if (r->run.ev_fd >= 0 && cb_runner_wants_write(&r->run)) p[io + 2].events |= POLLOUT;
         int64_t now = cb_now_ms();
-        int64_t next = grace ? grace : r->deadline_ms ? r->deadline_ms : r->run.state == CB_RUNNER_STARTING ? hello_by : 0;
+        int64_t next = grace                                ? grace
+                       : r->deadline_ms                     ? r->deadline_ms
+                       : r->run.state == CB_RUNNER_STARTING ? hello_by
+                                                            : 0;
         int timeout = next ? (int) (next > now ? next - now : 0) : -1;
         if (poll(p, (nfds_t) n, timeout) < 0 && errno != EINTR) return CB_RUN_DIED;
         if (p[0].revents) {
             struct signalfd_siginfo si;
             while (read(sfd, &si, sizeof si) == (ssize_t) sizeof si) {
-                if (si.ssi_signo == SIGINT) cb_runner_interrupt(&r->run);
-                else if (si.ssi_signo == SIGTERM) cb_runner_kill(&r->run);
+                if (si.ssi_signo == SIGINT)
+                    cb_runner_interrupt(&r->run);
+                else if (si.ssi_signo == SIGTERM)
+                    cb_runner_kill(&r->run);
                 else if (si.ssi_signo == SIGCHLD) {
                     int st;
-                    if (r->run.pid > 0 && waitpid(r->run.pid, &st, WNOHANG) == r->run.pid) cb_runner_reaped(&r->run, st);
+                    if (r->run.pid > 0 && waitpid(r->run.pid, &st, WNOHANG) == r->run.pid)
+                        cb_runner_reaped(&r->run, st);
                 }
             }
         }
@@ -350,7 +365,8 @@ static int s_loop(run_t *r, const char *code) {
             killed = true;
         }
         if (r->deadline_ms && now >= r->deadline_ms && !r->done) {
-            fprintf(stderr, "[cellblock] time limit of %ld s reached (--timeout): interrupting\n", r->opts->timeout_s);
+            fprintf(stderr, "[cellblock] time limit of %ld s reached (--timeout): interrupting\n",
+                    r->opts->timeout_s);
             r->timed_out = true;
             r->deadline_ms = 0;
             grace = now + CB_INTERRUPT_GRACE_MS;
@@ -372,7 +388,9 @@ static int s_loop(run_t *r, const char *code) {
     char how[400];
     cb_runner_describe_exit(&r->run, how, sizeof how);
     if (r->run.oom) {
-        fprintf(stderr, "[cellblock] the script ran out of memory (--memory %ld MiB) and was killed\n", r->opts->memory_mb);
+        fprintf(stderr,
+                "[cellblock] the script ran out of memory (--memory %ld MiB) and was killed\n",
+                r->opts->memory_mb);
         return CB_RUN_MEMORY;
     }
     fprintf(stderr, "[cellblock] the sandbox's Python process %s\n", how);
@@ -409,7 +427,8 @@ int cb_run_main(int argc, char **argv) {
         } else {
             if (nk + 2 > CB_RUN_ARGS_MAX) return CB_RUN_USAGE;
             kargs[nk++] = argv[i];
-            if (strcmp(a, "--require-limits") != 0 && strchr(a, '=') == NULL && i + 1 < argc) kargs[nk++] = argv[++i];
+            if (strcmp(a, "--require-limits") != 0 && strchr(a, '=') == NULL && i + 1 < argc)
+                kargs[nk++] = argv[++i];
         }
     }
     if (file == NULL) {
@@ -442,7 +461,8 @@ int cb_run_main(int argc, char **argv) {
     r.out_log = json_array();
     r.err_log = json_array();
     int status = CB_RUN_SANDBOX;
-    if (cb_opts_find_helpers(opts, launcher, sizeof launcher, runner, sizeof runner) < 0 || sodium_init() < 0) {
+    if (cb_opts_find_helpers(opts, launcher, sizeof launcher, runner, sizeof runner) < 0 ||
+        sodium_init() < 0) {
         fprintf(stderr, "cellblock run: cannot find the launcher, runner or python\n");
         goto out;
     }
@@ -453,9 +473,9 @@ int cb_run_main(int argc, char **argv) {
     status = s_loop(&r, code);
 out:
     if (json) {
-        json_auto_t *ex = json_pack("{s:O, s:{s:O, s:O}, s:O?, s:i, s:i}", "results", r.results, "logs",
-                                    "stdout", r.out_log, "stderr", r.err_log, "error", r.error,
-                                    "execution_count", 1, "exit_code", status);
+        json_auto_t *ex = json_pack("{s:O, s:{s:O, s:O}, s:O?, s:i, s:i}", "results", r.results,
+                                    "logs", "stdout", r.out_log, "stderr", r.err_log, "error",
+                                    r.error, "execution_count", 1, "exit_code", status);
         if (ex) {
             json_dumpf(ex, stdout, JSON_INDENT(2));
             printf("\n");

@@ -24,9 +24,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#define CB_SPAWN_FD_MIN 10      /* child fds are parked here before dup2 */
+#define CB_SPAWN_FD_MIN   10    /* child fds are parked here before dup2 */
 #define CB_SPAWN_ARGV_MAX 128   /* launcher argv entries */
-#define CB_IN_CHUNK 65536       /* event bytes read per read(2) */
+#define CB_IN_CHUNK       65536 /* event bytes read per read(2) */
 
 int64_t cb_now_ms(void) {
     struct timespec ts;
@@ -90,18 +90,21 @@ int cb_runner_spawn(cb_runner_t *r, const cb_runner_cfg_t *cfg) {
         PLOG_E("open(/dev/null)");
         goto out;
     }
-    int child[5] = {s_park(devnull), s_park(outp[1]), s_park(errp[1]), s_park(ev[1]), s_park(rep[1])};
+    int child[5] = {s_park(devnull), s_park(outp[1]), s_park(errp[1]), s_park(ev[1]),
+                    s_park(rep[1])};
     devnull = outp[1] = errp[1] = ev[1] = rep[1] = -1;
     for (int i = 0; i < 5; i++)
         if (child[i] < 0) {
-            for (int j = 0; j < 5; j++) if (child[j] >= 0) close(child[j]);
+            for (int j = 0; j < 5; j++)
+                if (child[j] >= 0) close(child[j]);
             goto out;
         }
 
     const char *argv[CB_SPAWN_ARGV_MAX];
     size_t argc = 0;
     argv[argc++] = cfg->launcher;
-    for (char *const *e = cfg->extra; e && *e && argc < CB_SPAWN_ARGV_MAX - 6; e++) argv[argc++] = *e;
+    for (char *const *e = cfg->extra; e && *e && argc < CB_SPAWN_ARGV_MAX - 6; e++)
+        argv[argc++] = *e;
     argv[argc++] = "--python";
     argv[argc++] = cfg->python;
     argv[argc++] = "--runner";
@@ -111,7 +114,8 @@ int cb_runner_spawn(cb_runner_t *r, const cb_runner_cfg_t *cfg) {
 
     posix_spawn_file_actions_init(&fa);
     fa_ok = true;
-    for (int i = 0; i < 5; i++) posix_spawn_file_actions_adddup2(&fa, child[i], i);
+    for (int i = 0; i < 5; i++)
+        posix_spawn_file_actions_adddup2(&fa, child[i], i);
     posix_spawnattr_init(&attr);
     attr_ok = true;
     sigset_t none, all;
@@ -121,11 +125,13 @@ int cb_runner_spawn(cb_runner_t *r, const cb_runner_cfg_t *cfg) {
     sigdelset(&all, SIGSTOP);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
 
     pid_t pid;
     int err = posix_spawn(&pid, cfg->launcher, &fa, &attr, (char *const *) argv, envp);
-    for (int i = 0; i < 5; i++) close(child[i]);
+    for (int i = 0; i < 5; i++)
+        close(child[i]);
     if (err != 0) {
         errno = err;
         PLOG_E("posix_spawn(%s)", cfg->launcher);
@@ -147,8 +153,10 @@ int cb_runner_spawn(cb_runner_t *r, const cb_runner_cfg_t *cfg) {
 out:
     if (fa_ok) posix_spawn_file_actions_destroy(&fa);
     if (attr_ok) posix_spawnattr_destroy(&attr);
-    int *fds[] = {&outp[0], &outp[1], &errp[0], &errp[1], &ev[0], &ev[1], &rep[0], &rep[1], &devnull};
-    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) s_close(fds[i]);
+    int *fds[] = {&outp[0], &outp[1], &errp[0], &errp[1], &ev[0],
+                  &ev[1],   &rep[0],  &rep[1],  &devnull};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        s_close(fds[i]);
     return rc;
 }
 
@@ -233,7 +241,9 @@ void cb_runner_send_ack(cb_runner_t *r) {
     if (ack) cb_runner_send(r, ack);
 }
 
-bool cb_runner_wants_write(const cb_runner_t *r) { return r->ev_fd >= 0 && r->out_off < r->out_len; }
+bool cb_runner_wants_write(const cb_runner_t *r) {
+    return r->ev_fd >= 0 && r->out_off < r->out_len;
+}
 
 int cb_runner_flush(cb_runner_t *r) {
     while (r->ev_fd >= 0 && r->out_off < r->out_len) {
@@ -302,7 +312,9 @@ int cb_runner_read_reports(cb_runner_t *r) {
             char space[CMSG_SPACE(sizeof(int) * 4)];
         } ctl;
         struct iovec iov = {buf, CB_REPORT_LINE_MAX};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.space,
                             .msg_controllen = sizeof ctl.space};
         ssize_t n = recvmsg(r->rep_fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR) continue;
@@ -316,10 +328,13 @@ int cb_runner_read_reports(cb_runner_t *r) {
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                 size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                 int fds[4];
-                memcpy(fds, CMSG_DATA(c), nfd * sizeof(int) < sizeof fds ? nfd * sizeof(int) : sizeof fds);
+                memcpy(fds, CMSG_DATA(c),
+                       nfd * sizeof(int) < sizeof fds ? nfd * sizeof(int) : sizeof fds);
                 for (size_t i = 0; i < nfd && i < 4; i++) {
-                    if (fd < 0) fd = fds[i];
-                    else close(fds[i]);
+                    if (fd < 0)
+                        fd = fds[i];
+                    else
+                        close(fds[i]);
                 }
             }
         }
@@ -349,11 +364,13 @@ void cb_runner_reaped(cb_runner_t *r, int status) {
 
 void cb_runner_describe_exit(const cb_runner_t *r, char *buf, size_t len) {
     if (r->protocol_error) {
-        snprintf(buf, len, "broke the kernel's frame protocol (%s) and was stopped", r->protocol_what);
+        snprintf(buf, len, "broke the kernel's frame protocol (%s) and was stopped",
+                 r->protocol_what);
     } else if (r->oom) {
         snprintf(buf, len, "was killed because it ran out of memory (the sandbox's memory limit)");
     } else if (r->exit_signal > 0) {
-        snprintf(buf, len, "was killed by signal %d (SIG%s)", r->exit_signal, sigabbrev_np(r->exit_signal) ? sigabbrev_np(r->exit_signal) : "?");
+        snprintf(buf, len, "was killed by signal %d (SIG%s)", r->exit_signal,
+                 sigabbrev_np(r->exit_signal) ? sigabbrev_np(r->exit_signal) : "?");
     } else if (r->exit_code >= 0) {
         snprintf(buf, len, "exited with code %d", r->exit_code);
     } else {

@@ -24,10 +24,10 @@ typedef enum {
 } cb_runner_state_t;
 
 typedef struct {
-    const char *launcher;       /* path of cellblock-launcher */
-    const char *python;         /* sandboxed interpreter */
-    const char *runner;         /* runner.py on the host */
-    char *const *extra;         /* further launcher options (borrowed), NULL-terminated */
+    const char *launcher; /* path of cellblock-launcher */
+    const char *python;   /* sandboxed interpreter */
+    const char *runner;   /* runner.py on the host */
+    char *const *extra;   /* further launcher options (borrowed), NULL-terminated */
 } cb_runner_cfg_t;
 
 typedef struct {

@@ -29,7 +29,8 @@ const char *cb_wire_strerror(int reason) {
 }
 
 void cb_msg_clear(cb_msg_t *m) {
-    for (size_t i = 0; i < m->n_idents; i++) zframe_destroy(&m->idents[i]);
+    for (size_t i = 0; i < m->n_idents; i++)
+        zframe_destroy(&m->idents[i]);
     free(m->idents);
     json_decref(m->header);
     json_decref(m->parent);
@@ -62,7 +63,8 @@ int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out) {
     size_t delim = n;
     const size_t dlen = sizeof CB_WIRE_DELIM - 1;
     for (i = 0; i < n && i <= CB_WIRE_MAX_IDENTS; i++) {
-        if (zframe_size(frames[i]) == dlen && memcmp(zframe_data(frames[i]), CB_WIRE_DELIM, dlen) == 0) {
+        if (zframe_size(frames[i]) == dlen &&
+            memcmp(zframe_data(frames[i]), CB_WIRE_DELIM, dlen) == 0) {
             delim = i;
             break;
         }
@@ -104,7 +106,8 @@ int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out) {
             cb_msg_clear(out);
             return -CB_WIRE_ESIZE;
         }
-        for (i = 0; i < delim; i++) out->idents[i] = zframe_dup(frames[i]);
+        for (i = 0; i < delim; i++)
+            out->idents[i] = zframe_dup(frames[i]);
         out->n_idents = delim;
     }
     return 0;
@@ -127,7 +130,8 @@ void cb_iso_now(char buf[32]) {
     gmtime_r(&ts.tv_sec, &tm);
     char day[24];
     strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, 32, "%.19s.%06uZ", day, (unsigned) ((unsigned long) ts.tv_nsec / 1000u % 1000000u));
+    snprintf(buf, 32, "%.19s.%06uZ", day,
+             (unsigned) ((unsigned long) ts.tv_nsec / 1000u % 1000000u));
 }
 
 void cb_wire_ctx_init(cb_wire_ctx_t *ctx, cb_auth_t *auth) {
@@ -137,9 +141,9 @@ void cb_wire_ctx_init(cb_wire_ctx_t *ctx, cb_auth_t *auth) {
     ctx->version = "5.3";
 }
 
-int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents,
-                 size_t n_idents, const char *topic, const char *msg_type, const json_t *parent,
-                 json_t *metadata, json_t *content) {
+int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
+                 const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
+                 json_t *content) {
     char msg_id[37], date[32];
     cb_uuid(msg_id);
     cb_iso_now(date);
@@ -162,7 +166,8 @@ int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *ident
             goto out;
         }
     cb_auth_part_t parts[4];
-    for (int k = 0; k < 4; k++) parts[k] = (cb_auth_part_t){bytes[k], strlen(bytes[k])};
+    for (int k = 0; k < 4; k++)
+        parts[k] = (cb_auth_part_t){bytes[k], strlen(bytes[k])};
     char sig[65];
     cb_auth_sign(ctx->auth, parts, sig);
 
@@ -176,11 +181,13 @@ int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *ident
             zmsg_addstr(msg, t);
         }
     } else {
-        for (size_t i = 0; i < n_idents; i++) zmsg_append(msg, &(zframe_t *){zframe_dup(idents[i])});
+        for (size_t i = 0; i < n_idents; i++)
+            zmsg_append(msg, &(zframe_t *){zframe_dup(idents[i])});
     }
     zmsg_addstr(msg, CB_WIRE_DELIM);
     zmsg_addstr(msg, sig);
-    for (int k = 0; k < 4; k++) zmsg_addmem(msg, bytes[k], strlen(bytes[k]));
+    for (int k = 0; k < 4; k++)
+        zmsg_addmem(msg, bytes[k], strlen(bytes[k]));
     if (zmsg_send(&msg, sock) != 0) {
         LOG_W("zmsg_send %s failed: %s", msg_type, zmq_strerror(zmq_errno()));
         goto out;
@@ -189,6 +196,7 @@ int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *ident
     rc = 0;
 out:
     zmsg_destroy(&msg);
-    for (int k = 0; k < 4; k++) free(bytes[k]);
+    for (int k = 0; k < 4; k++)
+        free(bytes[k]);
     return rc;
 }

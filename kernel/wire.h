@@ -18,13 +18,13 @@
 
 /* A parsed, verified message. */
 typedef struct {
-    zframe_t **idents;  /* routing identity frames (owned) */
-    size_t n_idents;    /* count of idents */
-    json_t *header;     /* object (owned) */
-    json_t *parent;     /* object (owned) */
-    json_t *metadata;   /* object (owned) */
-    json_t *content;    /* object (owned) */
-    size_t n_buffers;   /* binary buffers received (accepted, ignored) */
+    zframe_t **idents;    /* routing identity frames (owned) */
+    size_t n_idents;      /* count of idents */
+    json_t *header;       /* object (owned) */
+    json_t *parent;       /* object (owned) */
+    json_t *metadata;     /* object (owned) */
+    json_t *content;      /* object (owned) */
+    size_t n_buffers;     /* binary buffers received (accepted, ignored) */
     const char *msg_type; /* borrowed from header */
     const char *msg_id;   /* borrowed from header */
 } cb_msg_t;
@@ -64,8 +64,8 @@ void cb_iso_now(char buf[32]);
  * front; for iopub pass topic instead (NULL = "kernel.<session>.<type>").
  * parent: borrowed (NULL = {}).  content: STEALS the reference (NULL = {}).
  * metadata: steals (NULL = {}).  0 ok, -1 failure (logged). */
-int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents,
-                 size_t n_idents, const char *topic, const char *msg_type, const json_t *parent,
-                 json_t *metadata, json_t *content);
+int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
+                 const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
+                 json_t *content);
 
 #endif

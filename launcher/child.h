@@ -18,26 +18,26 @@
 /* Setup steps, in the order they run; each has a name and a hint. */
 typedef enum {
     CB_STEP_NONE = 0,
-    CB_STEP_CLONE,        /* clone(CLONE_NEW*) */
-    CB_STEP_IDMAP,        /* uid_map/gid_map */
-    CB_STEP_SYNC,         /* waiting for the parent */
-    CB_STEP_CGROUP_NS,    /* unshare(CLONE_NEWCGROUP) */
-    CB_STEP_HOSTNAME,     /* sethostname */
-    CB_STEP_NET,          /* loopback up */
-    CB_STEP_MOUNT,        /* building the root */
-    CB_STEP_PROC,         /* mounting /proc */
-    CB_STEP_PIVOT,        /* pivot_root */
-    CB_STEP_WORKDIR,      /* sending the workdir fd */
-    CB_STEP_FORK,         /* init forking the runner */
-    CB_STEP_SETSID,       /* setsid */
-    CB_STEP_CHDIR,        /* chdir to the workdir */
-    CB_STEP_RLIMIT,       /* setrlimit */
-    CB_STEP_CAPS,         /* dropping capabilities / ids */
-    CB_STEP_NNP,          /* no_new_privs */
-    CB_STEP_LANDLOCK,     /* landlock_restrict_self */
-    CB_STEP_FDS,          /* close_range */
-    CB_STEP_SECCOMP,      /* loading the filter */
-    CB_STEP_EXEC,         /* execve */
+    CB_STEP_CLONE,     /* clone(CLONE_NEW*) */
+    CB_STEP_IDMAP,     /* uid_map/gid_map */
+    CB_STEP_SYNC,      /* waiting for the parent */
+    CB_STEP_CGROUP_NS, /* unshare(CLONE_NEWCGROUP) */
+    CB_STEP_HOSTNAME,  /* sethostname */
+    CB_STEP_NET,       /* loopback up */
+    CB_STEP_MOUNT,     /* building the root */
+    CB_STEP_PROC,      /* mounting /proc */
+    CB_STEP_PIVOT,     /* pivot_root */
+    CB_STEP_WORKDIR,   /* sending the workdir fd */
+    CB_STEP_FORK,      /* init forking the runner */
+    CB_STEP_SETSID,    /* setsid */
+    CB_STEP_CHDIR,     /* chdir to the workdir */
+    CB_STEP_RLIMIT,    /* setrlimit */
+    CB_STEP_CAPS,      /* dropping capabilities / ids */
+    CB_STEP_NNP,       /* no_new_privs */
+    CB_STEP_LANDLOCK,  /* landlock_restrict_self */
+    CB_STEP_FDS,       /* close_range */
+    CB_STEP_SECCOMP,   /* loading the filter */
+    CB_STEP_EXEC,      /* execve */
     CB_STEP_COUNT
 } cb_step_t;
 

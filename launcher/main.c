@@ -36,15 +36,15 @@
 #define EXIT_FATAL 3 /* sandbox could not be set up (contract) */
 
 typedef struct {
-    cb_options_t opts;                /* parsed command line */
-    int sfd;                          /* signalfd: INT TERM CHLD HUP */
-    int pump_fd;                      /* log relay read end */
-    cb_sandbox_t *sb;                 /* full mode: the sandbox, else NULL */
-    pid_t child;                      /* the process we reap: runner (none) / init (full) */
-    bool child_done;                  /* child reaped */
-    int child_status;                 /* its wait status */
-    bool terminating;                 /* SIGTERM/SIGHUP seen */
-    char workdir[CB_PATH_MAX];        /* none mode: host workdir, "" if none */
+    cb_options_t opts;         /* parsed command line */
+    int sfd;                   /* signalfd: INT TERM CHLD HUP */
+    int pump_fd;               /* log relay read end */
+    cb_sandbox_t *sb;          /* full mode: the sandbox, else NULL */
+    pid_t child;               /* the process we reap: runner (none) / init (full) */
+    bool child_done;           /* child reaped */
+    int child_status;          /* its wait status */
+    bool terminating;          /* SIGTERM/SIGHUP seen */
+    char workdir[CB_PATH_MAX]; /* none mode: host workdir, "" if none */
 } s_launcher_t;
 
 static void s_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -74,8 +74,7 @@ static int s_spawn_none(s_launcher_t *L) {
         }
     }
     static cb_exec_plan_t plan; /* large; static keeps it off the stack */
-    if (cb_exec_plan_init(&plan, L->opts.python, L->opts.runner, L->workdir,
-                          CB_SANDBOX_USER) < 0) {
+    if (cb_exec_plan_init(&plan, L->opts.python, L->opts.runner, L->workdir, CB_SANDBOX_USER) < 0) {
         s_fatal("runner command line too long");
         return -1;
     }
@@ -163,11 +162,8 @@ static void s_on_signal(s_launcher_t *L) {
             L->terminating = true;
             s_kill_all(L);
             break;
-        case SIGCHLD:
-            s_reap(L);
-            break;
-        default:
-            break;
+        case SIGCHLD: s_reap(L); break;
+        default: break;
         }
     }
 }
@@ -217,8 +213,10 @@ static void s_report_exit(s_launcher_t *L) {
 static int s_check_fds(void) {
     struct stat st;
     if (fstat(CB_FD_REPORT, &st) < 0 || !S_ISSOCK(st.st_mode)) {
-        dprintf(2, "cellblock-launcher: fd %d must be the report socket (see "
-                   "docs/RUNNER_PROTOCOL.md)\n", CB_FD_REPORT);
+        dprintf(2,
+                "cellblock-launcher: fd %d must be the report socket (see "
+                "docs/RUNNER_PROTOCOL.md)\n",
+                CB_FD_REPORT);
         return -1;
     }
     if (fstat(CB_FD_EVENT, &st) < 0) {

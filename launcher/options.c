@@ -70,8 +70,9 @@ static int s_ro_bind(cb_options_t *o, const char *arg, char *err, size_t err_len
                       arg);
     if (strlen(b->host) >= CB_PATH_MAX / 2 || strlen(b->sandbox) >= CB_PATH_MAX / 2)
         return s_fail(err, err_len, "--ro-bind: '%s': path too long", arg);
-    static const char *const reserved[] = {"/proc", "/dev", CB_SANDBOX_HOME, "/tmp",
-                                           CB_SANDBOX_RUNNER_DIR, "/etc/passwd", "/etc/group"};
+    static const char *const reserved[] = {
+        "/proc",       "/dev",      CB_SANDBOX_HOME, "/tmp", CB_SANDBOX_RUNNER_DIR,
+        "/etc/passwd", "/etc/group"};
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
         size_t rl = strlen(reserved[i]);
         if (strncmp(b->sandbox, reserved[i], rl) == 0 &&
@@ -131,8 +132,8 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
             else
                 return s_fail(err, err_len, "--sandbox: '%s' is not full|none", val);
         } else if (strcmp(name, "--memory") == 0) {
-            if (s_long(name, val, CB_OPT_MIN_MEMORY_MB, CB_OPT_MAX_MEMORY_MB, &o->memory_mb,
-                       err, err_len) < 0)
+            if (s_long(name, val, CB_OPT_MIN_MEMORY_MB, CB_OPT_MAX_MEMORY_MB, &o->memory_mb, err,
+                       err_len) < 0)
                 return -1;
         } else if (strcmp(name, "--pids") == 0) {
             if (s_long(name, val, CB_OPT_MIN_PIDS, CB_OPT_MAX_PIDS, &o->pids, err, err_len) < 0)
@@ -152,8 +153,8 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
                        err_len) < 0)
                 return -1;
         } else if (strcmp(name, "--open-files") == 0) {
-            if (s_long(name, val, CB_OPT_MIN_OPEN_FILES, CB_OPT_MAX_OPEN_FILES, &o->open_files,
-                       err, err_len) < 0)
+            if (s_long(name, val, CB_OPT_MIN_OPEN_FILES, CB_OPT_MAX_OPEN_FILES, &o->open_files, err,
+                       err_len) < 0)
                 return -1;
         } else if (strcmp(name, "--network") == 0) {
             if (strcmp(val, "none") == 0)

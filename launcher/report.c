@@ -63,9 +63,11 @@ int cb_report_log_line(const char *line, size_t len, char *out, size_t out_len) 
     size_t wl[4] = {0};
     size_t nw = 0;
     while (p < close && nw < 4) {
-        while (p < close && *p == ' ') p++;
+        while (p < close && *p == ' ')
+            p++;
         const char *s = p;
-        while (p < close && *p != ' ') p++;
+        while (p < close && *p != ' ')
+            p++;
         if (p > s) {
             words[nw] = s;
             wl[nw] = (size_t) (p - s);
@@ -76,7 +78,8 @@ int cb_report_log_line(const char *line, size_t len, char *out, size_t out_len) 
     const char *text = close + 1;
     if (text < line + len && *text == ' ') text++;
     size_t tl = (size_t) (line + len - text);
-    while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == '\r')) tl--;
+    while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == '\r'))
+        tl--;
     int n = snprintf(out, out_len, "log %.*s %.*s %.*s", (int) wl[2], words[2], (int) wl[3],
                      words[3], (int) tl, text);
     return n < 0 ? -1 : 0;

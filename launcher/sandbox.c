@@ -52,8 +52,8 @@
 #include "userns.h"
 #include "util.h"
 
-#define S_GO 'g'                     /* launcher -> init: ids and cgroup are set */
-#define S_CHILDREN_BUF 64            /* bytes of /proc/PID/task/PID/children read */
+#define S_GO            'g' /* launcher -> init: ids and cgroup are set */
+#define S_CHILDREN_BUF  64  /* bytes of /proc/PID/task/PID/children read */
 #define S_ISOLATION_MAX CB_REPORT_LINE_MAX
 
 enum { S_MSG_ERR = 1, S_MSG_WORKDIR = 2, S_MSG_STATUS = 3 };
@@ -65,24 +65,24 @@ typedef struct {
 } s_msg_t;
 
 struct cb_sandbox {
-    const cb_options_t *opts;   /* borrowed */
-    bool userns;                /* launched unprivileged: new user namespace */
-    uid_t uid;                  /* runner's uid (inside) */
-    gid_t gid;                  /* runner's gid (inside) */
-    int last_cap;               /* cap_last_cap */
-    int landlock_abi;           /* 0 = unavailable */
-    cb_mount_plan_t mounts;     /* the filesystem */
-    cb_exec_plan_t exec;        /* argv/envp of the runner */
-    cb_seccomp_t filter;        /* exported BPF */
-    cb_rlimits_t rlimits;       /* applied in the runner */
-    cb_cgroup_t *cg;            /* NULL: degraded to rlimits */
+    const cb_options_t *opts;              /* borrowed */
+    bool userns;                           /* launched unprivileged: new user namespace */
+    uid_t uid;                             /* runner's uid (inside) */
+    gid_t gid;                             /* runner's gid (inside) */
+    int last_cap;                          /* cap_last_cap */
+    int landlock_abi;                      /* 0 = unavailable */
+    cb_mount_plan_t mounts;                /* the filesystem */
+    cb_exec_plan_t exec;                   /* argv/envp of the runner */
+    cb_seccomp_t filter;                   /* exported BPF */
+    cb_rlimits_t rlimits;                  /* applied in the runner */
+    cb_cgroup_t *cg;                       /* NULL: degraded to rlimits */
     char limits_desc[S_ISOLATION_MAX / 2]; /* how limits are enforced */
-    pid_t init;                 /* host pid of the sandbox's init */
-    pid_t runner;               /* host pid of the runner, or init's */
-    int ctl;                    /* socket to init, -1 when closed */
-    bool have_status;           /* init reported the runner's status */
-    int runner_status;          /* that status */
-    char error[CB_REPORT_LINE_MAX]; /* cause and fix of the last failure */
+    pid_t init;                            /* host pid of the sandbox's init */
+    pid_t runner;                          /* host pid of the runner, or init's */
+    int ctl;                               /* socket to init, -1 when closed */
+    bool have_status;                      /* init reported the runner's status */
+    int runner_status;                     /* that status */
+    char error[CB_REPORT_LINE_MAX];        /* cause and fix of the last failure */
 };
 
 static void s_err(cb_sandbox_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -97,12 +97,15 @@ static void s_err(cb_sandbox_t *sb, const char *fmt, ...) {
 
 /* /etc entries Python, SSL, fonts, locales and BLAS (alternatives) need. */
 static const char *const s_etc[] = {
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-    "/etc/timezone", "/etc/alternatives", "/etc/ssl", "/etc/ca-certificates",
-    "/etc/ca-certificates.conf", "/etc/pki", "/etc/fonts", "/etc/matplotlibrc",
-    "/etc/python3", "/etc/python3.11", "/etc/python3.12", "/etc/python3.13", "/etc/mime.types",
-    "/etc/protocols", "/etc/services", "/etc/os-release", "/etc/debian_version",
-    "/etc/gai.conf", "/etc/host.conf", "/etc/locale.alias", "/etc/papersize",
+    "/etc/ld.so.cache", "/etc/ld.so.conf",      "/etc/ld.so.conf.d",
+    "/etc/localtime",   "/etc/timezone",        "/etc/alternatives",
+    "/etc/ssl",         "/etc/ca-certificates", "/etc/ca-certificates.conf",
+    "/etc/pki",         "/etc/fonts",           "/etc/matplotlibrc",
+    "/etc/python3",     "/etc/python3.11",      "/etc/python3.12",
+    "/etc/python3.13",  "/etc/mime.types",      "/etc/protocols",
+    "/etc/services",    "/etc/os-release",      "/etc/debian_version",
+    "/etc/gai.conf",    "/etc/host.conf",       "/etc/locale.alias",
+    "/etc/papersize",
 };
 static const char *const s_top[] = {"/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"};
 static const char *const s_devs[] = {"null", "zero", "full", "random", "urandom"};
@@ -132,8 +135,8 @@ static int s_plan_mounts(cb_sandbox_t *sb) {
     }
     for (size_t i = 0; i < sizeof s_etc / sizeof s_etc[0]; i++)
         if (cb_mount_plan_bind(p, s_etc[i], s_etc[i], true, false) < 0) return -1;
-    if (o->network_host && cb_mount_plan_bind(p, "/etc/resolv.conf", "/etc/resolv.conf", true,
-                                              false) < 0)
+    if (o->network_host &&
+        cb_mount_plan_bind(p, "/etc/resolv.conf", "/etc/resolv.conf", true, false) < 0)
         return -1;
     (void) snprintf(buf, sizeof buf,
                     "root:x:0:0:root:/root:/usr/sbin/nologin\n"
@@ -173,9 +176,8 @@ static int s_plan_mounts(cb_sandbox_t *sb) {
     (void) snprintf(buf, sizeof buf, "mode=1777,size=%ldm,nr_inodes=%d", o->disk_mb,
                     CB_SANDBOX_TMPFS_INODES);
     if (cb_mount_plan_tmpfs(p, "/tmp", buf) < 0) return -1;
-    (void) snprintf(buf, sizeof buf, "mode=0700,size=%ldm,nr_inodes=%d,uid=%lu,gid=%lu",
-                    o->disk_mb, CB_SANDBOX_TMPFS_INODES, (unsigned long) sb->uid,
-                    (unsigned long) sb->gid);
+    (void) snprintf(buf, sizeof buf, "mode=0700,size=%ldm,nr_inodes=%d,uid=%lu,gid=%lu", o->disk_mb,
+                    CB_SANDBOX_TMPFS_INODES, (unsigned long) sb->uid, (unsigned long) sb->gid);
     if (cb_mount_plan_tmpfs(p, CB_SANDBOX_HOME, buf) < 0) return -1;
     /* the runner: a read-only bind of its directory */
     char rdir[CB_PATH_MAX];
@@ -185,8 +187,7 @@ static int s_plan_mounts(cb_sandbox_t *sb) {
         return -1;
     }
     for (size_t i = 0; i < o->n_ro_binds; i++) {
-        if (cb_mount_plan_bind(p, o->ro_binds[i].host, o->ro_binds[i].sandbox, false, false) <
-            0) {
+        if (cb_mount_plan_bind(p, o->ro_binds[i].host, o->ro_binds[i].sandbox, false, false) < 0) {
             s_err(sb, "--ro-bind %s:%s: %s", o->ro_binds[i].host, o->ro_binds[i].sandbox,
                   strerror(errno));
             return -1;
@@ -227,8 +228,8 @@ __attribute__((noreturn)) static void s_init_fail(int ctl, cb_step_t step, int a
 
 __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int errfd) {
     static const char *const dirs[] = {CB_SANDBOX_HOME, "/tmp", "/dev/shm", NULL};
-    static const char *const files[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-                                        "/dev/urandom", NULL};
+    static const char *const files[] = {"/dev/null",   "/dev/zero",    "/dev/full",
+                                        "/dev/random", "/dev/urandom", NULL};
     cb_child_reset_signals();
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) cb_child_fail(errfd, CB_STEP_CAPS, -1);
     if (setsid() < 0) cb_child_fail(errfd, CB_STEP_SETSID, -1);
@@ -250,7 +251,8 @@ __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int 
 static int s_wait_go(int ctl) {
     char go = 0;
     ssize_t r;
-    do r = read(ctl, &go, 1);
+    do
+        r = read(ctl, &go, 1);
     while (r < 0 && errno == EINTR);
     return (r == 1 && go == S_GO) ? 0 : -1;
 }
@@ -339,8 +341,9 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
     case CB_STEP_MOUNT:
         if (e->arg >= 0 && (size_t) e->arg < sb->mounts.n) {
             const cb_mount_op_t *op = &sb->mounts.ops[e->arg];
-            (void) snprintf(buf, len, "while mounting %s%s%s", op->dst + strlen(CB_SANDBOX_NEWROOT) + 1,
-                            op->src ? " from " : "", op->src ? op->src : "");
+            (void) snprintf(buf, len, "while mounting %s%s%s",
+                            op->dst + strlen(CB_SANDBOX_NEWROOT) + 1, op->src ? " from " : "",
+                            op->src ? op->src : "");
             return buf;
         }
         return "mounting failed";
@@ -350,16 +353,11 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
     case CB_STEP_NET:
         return "the host refuses namespace operations (container seccomp profile or LSM); "
                "see docs/SECURITY.md 'Hosts that refuse'";
-    case CB_STEP_LANDLOCK:
-        return "Landlock refused the ruleset";
-    case CB_STEP_SECCOMP:
-        return "the kernel refused the seccomp filter (CONFIG_SECCOMP_FILTER?)";
-    case CB_STEP_EXEC:
-        return "check --python (it must exist below /usr or a bound prefix)";
-    case CB_STEP_CAPS:
-        return "could not drop privileges";
-    default:
-        return "";
+    case CB_STEP_LANDLOCK: return "Landlock refused the ruleset";
+    case CB_STEP_SECCOMP: return "the kernel refused the seccomp filter (CONFIG_SECCOMP_FILTER?)";
+    case CB_STEP_EXEC: return "check --python (it must exist below /usr or a bound prefix)";
+    case CB_STEP_CAPS: return "could not drop privileges";
+    default: return "";
     }
 }
 
@@ -375,19 +373,22 @@ static int s_recv_msg(int fd, s_msg_t *m, int *got_fd) {
         char buf[CMSG_SPACE(sizeof(int))];
     } cm;
     struct iovec iov = {.iov_base = m, .iov_len = sizeof *m};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-                        .msg_controllen = sizeof cm.buf};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
     if (got_fd) *got_fd = -1;
     ssize_t r;
-    do r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    do
+        r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
     while (r < 0 && errno == EINTR);
     if (r <= 0) return (int) r;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
             int f;
             memcpy(&f, CMSG_DATA(c), sizeof f);
-            if (got_fd) *got_fd = f;
-            else close(f);
+            if (got_fd)
+                *got_fd = f;
+            else
+                close(f);
         }
     }
     if ((size_t) r != sizeof *m) {
@@ -408,7 +409,8 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
                     "cellblock sandbox: namespaces %spid,mount,%s,ipc,uts,cgroup; uid %lu; %s; "
                     "disk %ld MiB tmpfs (home, /tmp); open files %ld; seccomp allowlist "
                     "(%u syscalls, native ABI only); %s; no capabilities, no_new_privs",
-                    sb->userns ? "user," : "", sb->opts->network_host ? "NETWORK HOST" : "net (lo only)",
+                    sb->userns ? "user," : "",
+                    sb->opts->network_host ? "NETWORK HOST" : "net (lo only)",
                     (unsigned long) sb->uid, sb->limits_desc, sb->opts->disk_mb,
                     sb->opts->open_files, sb->filter.n_allowed, ll);
 }
@@ -512,8 +514,7 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
     }
     sb->init = (pid_t) pid;
     *child = sb->init;
-    if (sb->userns &&
-        cb_userns_write_maps(sb->init, sb->uid, getuid(), sb->gid, getgid()) < 0) {
+    if (sb->userns && cb_userns_write_maps(sb->init, sb->uid, getuid(), sb->gid, getgid()) < 0) {
         char why[CB_REPORT_LINE_MAX / 2];
         cb_userns_diagnose(errno, why, sizeof why);
         s_err(sb, "cannot map ids into the user namespace (%s): %s", strerror(errno), why);
@@ -594,7 +595,8 @@ void cb_sandbox_on_ready(cb_sandbox_t *sb) {
 }
 
 void cb_sandbox_exit_status(cb_sandbox_t *sb, int *status, bool *oom, const char **reason) {
-    while (sb->ctl >= 0 && !sb->have_status) cb_sandbox_on_ready(sb); /* init has exited */
+    while (sb->ctl >= 0 && !sb->have_status)
+        cb_sandbox_on_ready(sb); /* init has exited */
     if (sb->have_status) *status = sb->runner_status;
     *oom = sb->cg != NULL && cb_cgroup_oom(sb->cg);
     if (*oom) *reason = "memory-limit";

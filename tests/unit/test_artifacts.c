@@ -76,9 +76,7 @@ static void s_write(const char *rel, const void *data, size_t len) {
     close(fd);
 }
 
-static void s_puts(const char *rel, const char *text) {
-    s_write(rel, text, strlen(text));
-}
+static void s_puts(const char *rel, const char *text) { s_write(rel, text, strlen(text)); }
 
 static void s_mkdir(const char *rel) {
     if (mkdirat(s_dirfd, rel, 0755) < 0 && errno != EEXIST) {
@@ -370,7 +368,8 @@ static void test_kinds(void) {
     s_write("big.json", big, jlen);
     b = s_collect(a, NULL);
     x = s_find(b, "big.json");
-    TAP_EQ_STR(s_mime_of(x), "text/plain", "JSON above CB_ARTIFACTS_JSON_PARSE_MAX is sent as text");
+    TAP_EQ_STR(s_mime_of(x), "text/plain",
+               "JSON above CB_ARTIFACTS_JSON_PARSE_MAX is sent as text");
     const char *t = s_data(x, "text/plain");
     TAP_OK(t && strlen(t) == jlen && memcmp(t, big, jlen) == 0, "... byte-exact");
     json_decref(b);
@@ -898,7 +897,8 @@ static void test_mount(void) {
         waitpid(pid, &status, 0);
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         if (code == T_SKIP)
-            TAP_SKIP("mount point test needs a private mount namespace (CAP_SYS_ADMIN or user namespaces)");
+            TAP_SKIP("mount point test needs a private mount namespace (CAP_SYS_ADMIN or user "
+                     "namespaces)");
         else
             TAP_OK(code == 0, "%s: a mount point inside the workdir is not crossed",
                    fallback ? "fallback" : "openat2");

@@ -12,7 +12,10 @@ static void s_rfc(const char *name, const uint8_t *key, size_t klen, const void 
     cb_auth_t *a = cb_auth_new(key, klen, 16);
     /* split the data across the four parts: the MAC is over their concatenation */
     size_t q = dlen / 3;
-    cb_auth_part_t parts[4] = {{data, q}, {(const char *) data + q, q}, {(const char *) data + 2 * q, dlen - 2 * q}, {"", 0}};
+    cb_auth_part_t parts[4] = {{data, q},
+                               {(const char *) data + q, q},
+                               {(const char *) data + 2 * q, dlen - 2 * q},
+                               {"", 0}};
     char hex[65];
     cb_auth_sign(a, parts, hex);
     TAP_EQ_STR(hex, want, name);
@@ -27,7 +30,8 @@ int main(void) {
     memset(k1, 0x0b, sizeof k1);
     memset(k3, 0xaa, sizeof k3);
     memset(d3, 0xdd, sizeof d3);
-    for (int i = 0; i < 25; i++) k4[i] = (uint8_t) (i + 1);
+    for (int i = 0; i < 25; i++)
+        k4[i] = (uint8_t) (i + 1);
     memset(d4, 0xcd, sizeof d4);
     memset(k6, 0xaa, sizeof k6);
     s_rfc("RFC 4231 case 1", k1, 20, "Hi There", 8,
@@ -41,23 +45,29 @@ int main(void) {
     const char *d6 = "Test Using Larger Than Block-Size Key - Hash Key First";
     s_rfc("RFC 4231 case 6", k6, 131, d6, strlen(d6),
           "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
-    const char *d7 = "This is a test using a larger than block-size key and a larger than block-size "
-                     "data. The key needs to be hashed before being used by the HMAC algorithm.";
+    const char *d7 =
+        "This is a test using a larger than block-size key and a larger than block-size "
+        "data. The key needs to be hashed before being used by the HMAC algorithm.";
     s_rfc("RFC 4231 case 7", k6, 131, d7, strlen(d7),
           "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
 
     /* Against Python's hmac, the way jupyter_client's Session signs. */
     const char *key = "a0436f6c-1916-498b-8eb9-e81ab9368e84";
-    const char *p[4] = {"{\"msg_id\":\"1\",\"msg_type\":\"x\"}", "{}", "{}", "{\"code\":\"print(1)\"}"};
+    const char *p[4] = {"{\"msg_id\":\"1\",\"msg_type\":\"x\"}", "{}", "{}",
+                        "{\"code\":\"print(1)\"}"};
     cb_auth_t *a = cb_auth_new((const uint8_t *) key, strlen(key), 8);
     cb_auth_part_t parts[4];
-    for (int i = 0; i < 4; i++) parts[i] = (cb_auth_part_t){p[i], strlen(p[i])};
+    for (int i = 0; i < 4; i++)
+        parts[i] = (cb_auth_part_t){p[i], strlen(p[i])};
     char mine[65];
     cb_auth_sign(a, parts, mine);
-    FILE *f = popen("python3 -c 'import hmac,hashlib,sys; h=hmac.new(sys.argv[1].encode(), digestmod=hashlib.sha256);"
-                    " [h.update(x.encode()) for x in sys.argv[2:]]; print(h.hexdigest())' "
-                    "'a0436f6c-1916-498b-8eb9-e81ab9368e84' '{\"msg_id\":\"1\",\"msg_type\":\"x\"}' '{}' '{}' "
-                    "'{\"code\":\"print(1)\"}'", "r");
+    FILE *f = popen(
+        "python3 -c 'import hmac,hashlib,sys; h=hmac.new(sys.argv[1].encode(), "
+        "digestmod=hashlib.sha256);"
+        " [h.update(x.encode()) for x in sys.argv[2:]]; print(h.hexdigest())' "
+        "'a0436f6c-1916-498b-8eb9-e81ab9368e84' '{\"msg_id\":\"1\",\"msg_type\":\"x\"}' '{}' '{}' "
+        "'{\"code\":\"print(1)\"}'",
+        "r");
     char py[80] = "";
     if (f) {
         if (fgets(py, sizeof py, f) == NULL) py[0] = '\0';
@@ -72,7 +82,8 @@ int main(void) {
     bad[0] = bad[0] == 'a' ? 'b' : 'a';
     TAP_EQ_INT(cb_auth_verify(a, bad, 64, parts), -1, "one changed hex digit is rejected");
     TAP_EQ_INT(cb_auth_verify(a, mine, 63, parts), -1, "a truncated signature is rejected");
-    TAP_EQ_INT(cb_auth_verify(a, "", 0, parts), -1, "an empty signature is rejected when a key is set");
+    TAP_EQ_INT(cb_auth_verify(a, "", 0, parts), -1,
+               "an empty signature is rejected when a key is set");
     TAP_EQ_INT(cb_auth_verify(a, "zz", 2, parts), -1, "non-hex is rejected");
     parts[3] = (cb_auth_part_t){"{\"code\":\"print(2)\"}", 19};
     TAP_EQ_INT(cb_auth_verify(a, mine, 64, parts), -1, "a changed content is rejected");
@@ -89,7 +100,8 @@ int main(void) {
     cb_auth_part_t p0[4] = {{bodies[0], strlen(bodies[0])}, {"{}", 2}, {"{}", 2}, {"{}", 2}};
     cb_auth_part_t p9[4] = {{bodies[9], strlen(bodies[9])}, {"{}", 2}, {"{}", 2}, {"{}", 2}};
     TAP_EQ_INT(cb_auth_verify(a, sigs[9], 64, p9), -2, "recent signature is a replay");
-    TAP_EQ_INT(cb_auth_verify(a, sigs[0], 64, p0), 0, "the oldest was evicted from the bounded history");
+    TAP_EQ_INT(cb_auth_verify(a, sigs[0], 64, p0), 0,
+               "the oldest was evicted from the bounded history");
     cb_auth_destroy(&a);
 
     /* Many insertions and evictions keep the index consistent. */

@@ -14,9 +14,9 @@
 #include "tap.h"
 
 /* snprintf that checks for truncation (tests build paths under a temp dir) */
-#define FMT(b, ...)                                                         \
-    do {                                                                    \
-        if (snprintf(b, sizeof b, __VA_ARGS__) >= (int) sizeof b) abort(); \
+#define FMT(b, ...)                                                                                \
+    do {                                                                                           \
+        if (snprintf(b, sizeof b, __VA_ARGS__) >= (int) sizeof b) abort();                         \
     } while (0)
 
 static void put(const char *dir, const char *file, const char *v) {
@@ -48,10 +48,11 @@ int main(void) {
     FMT(box, "%s/box", root);
     /* the fake kernel would create these files on mkdir; pre-create them */
     mkdir(box, 0755);
-    static const char *files[] = {"memory.max", "memory.swap.max", "memory.oom.group",
-                                  "pids.max", "cpu.max", "cgroup.procs", "cgroup.kill",
-                                  "memory.events"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) put(box, files[i], "");
+    static const char *files[] = {"memory.max",  "memory.swap.max", "memory.oom.group",
+                                  "pids.max",    "cpu.max",         "cgroup.procs",
+                                  "cgroup.kill", "memory.events"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        put(box, files[i], "");
     cb_cgroup_t *cg = cb_cgroup_new_v2(root, "box", &lim, why, sizeof why);
     TAP_OK(cg != NULL, "v2 group created (%s)", why);
     if (cg != NULL) {
@@ -95,8 +96,7 @@ int main(void) {
     chmod(sc, 0444);
     if (geteuid() != 0) {
         cg = cb_cgroup_new_v2(nod, "box", &lim, why, sizeof why);
-        TAP_OK(cg == NULL && strstr(why, "not enabled"), "v2 missing controller refused: %s",
-               why);
+        TAP_OK(cg == NULL && strstr(why, "not enabled"), "v2 missing controller refused: %s", why);
     } else {
         TAP_OK(1, "# root bypasses file modes");
     }

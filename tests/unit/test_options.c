@@ -19,11 +19,31 @@ int main(void) {
     TAP_OK(!o.network_host, "network defaults to none");
     cb_options_fini(&o);
 
-    const char *a2[] = {"x", "--sandbox=none", "--memory", "256", "--pids=10", "--cpus", "0.5",
-                        "--disk", "20", "--open-files", "64", "--network", "host", "--uid",
-                        "1000", "--gid=1001", "--ro-bind", "/data:/mnt/data",
-                        "--require-limits", "--log-level", "debug", "--python",
-                        "/usr/bin/python3", "--runner", "/r/runner.py"};
+    const char *a2[] = {"x",
+                        "--sandbox=none",
+                        "--memory",
+                        "256",
+                        "--pids=10",
+                        "--cpus",
+                        "0.5",
+                        "--disk",
+                        "20",
+                        "--open-files",
+                        "64",
+                        "--network",
+                        "host",
+                        "--uid",
+                        "1000",
+                        "--gid=1001",
+                        "--ro-bind",
+                        "/data:/mnt/data",
+                        "--require-limits",
+                        "--log-level",
+                        "debug",
+                        "--python",
+                        "/usr/bin/python3",
+                        "--runner",
+                        "/r/runner.py"};
     TAP_EQ_INT(parse(&o, err, sizeof err, (int) (sizeof a2 / sizeof a2[0]), a2), 0,
                "every option parses");
     TAP_EQ_INT(o.sandbox, CB_SANDBOX_NONE, "--sandbox=none");

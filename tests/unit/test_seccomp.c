@@ -54,13 +54,17 @@ static int t_clone3(void) {
     if (r == 0) _exit(0);
     return r < 0 && errno == ENOSYS ? 0 : 1;
 }
-static int t_mount(void) { return syscall(SYS_mount, "x", "/", "tmpfs", 0, 0) < 0 && errno == EPERM ? 0 : 1; }
+static int t_mount(void) {
+    return syscall(SYS_mount, "x", "/", "tmpfs", 0, 0) < 0 && errno == EPERM ? 0 : 1;
+}
 static int t_ptrace(void) { return syscall(SYS_ptrace, 0, 0, 0, 0) < 0 && errno == EPERM ? 0 : 1; }
 static int t_bpf(void) { return syscall(SYS_bpf, 0, 0, 0) < 0 && errno == EPERM ? 0 : 1; }
 static int t_uring(void) { return syscall(SYS_io_uring_setup, 1, 0) < 0 && errno == EPERM ? 0 : 1; }
 static int t_keyctl(void) { return syscall(SYS_keyctl, 0, 0, 0) < 0 && errno == EPERM ? 0 : 1; }
 static int t_userfaultfd(void) { return syscall(SYS_userfaultfd, 0) < 0 && errno == EPERM ? 0 : 1; }
-static int t_perf(void) { return syscall(SYS_perf_event_open, 0, 0, 0, 0, 0) < 0 && errno == EPERM ? 0 : 1; }
+static int t_perf(void) {
+    return syscall(SYS_perf_event_open, 0, 0, 0, 0, 0) < 0 && errno == EPERM ? 0 : 1;
+}
 static int t_netlink(void) { return socket(AF_NETLINK, SOCK_RAW, 0) < 0 && errno == EPERM ? 0 : 1; }
 static int t_packet(void) { return socket(AF_PACKET, SOCK_RAW, 0) < 0 && errno == EPERM ? 0 : 1; }
 static int t_inet(void) {
@@ -99,22 +103,32 @@ int main(void) {
         const char *name;
         int (*fn)(void);
     } cases[] = {
-        {"getpid allowed", t_getpid},        {"fork (clone without ns flags) allowed", t_clone_plain},
-        {"unshare refused", t_unshare},      {"clone(CLONE_NEWUSER) refused", t_clone_ns},
-        {"clone3 gives ENOSYS", t_clone3},   {"mount refused", t_mount},
-        {"ptrace refused", t_ptrace},        {"bpf refused", t_bpf},
-        {"io_uring refused", t_uring},       {"keyctl refused", t_keyctl},
-        {"userfaultfd refused", t_userfaultfd}, {"perf_event_open refused", t_perf},
-        {"AF_NETLINK refused", t_netlink},   {"AF_PACKET refused", t_packet},
-        {"AF_INET6/AF_UNIX allowed", t_inet}, {"TIOCSTI refused (also with high bits)", t_tiocsti},
-        {"other ioctls allowed", t_ioctl_ok}, {"personality: query ok, ADDR_NO_RANDOMIZE refused", t_personality},
+        {"getpid allowed", t_getpid},
+        {"fork (clone without ns flags) allowed", t_clone_plain},
+        {"unshare refused", t_unshare},
+        {"clone(CLONE_NEWUSER) refused", t_clone_ns},
+        {"clone3 gives ENOSYS", t_clone3},
+        {"mount refused", t_mount},
+        {"ptrace refused", t_ptrace},
+        {"bpf refused", t_bpf},
+        {"io_uring refused", t_uring},
+        {"keyctl refused", t_keyctl},
+        {"userfaultfd refused", t_userfaultfd},
+        {"perf_event_open refused", t_perf},
+        {"AF_NETLINK refused", t_netlink},
+        {"AF_PACKET refused", t_packet},
+        {"AF_INET6/AF_UNIX allowed", t_inet},
+        {"TIOCSTI refused (also with high bits)", t_tiocsti},
+        {"other ioctls allowed", t_ioctl_ok},
+        {"personality: query ok, ADDR_NO_RANDOMIZE refused", t_personality},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int st = in_child(&f, cases[i].fn);
         TAP_OK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", cases[i].name);
     }
     int st = in_child(&f, t_x32);
-    TAP_OK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS, "x32 syscall kills the process (status %#x)", st);
+    TAP_OK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS, "x32 syscall kills the process (status %#x)",
+           st);
     cb_seccomp_fini(&f);
     TAP_OK(f.prog.filter == NULL, "fini frees");
     TAP_DONE();

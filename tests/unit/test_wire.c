@@ -10,15 +10,19 @@ static cb_auth_t *g_auth;
 static zmsg_t *s_build(const char *const *idents, size_t n_id, const char *sig_override,
                        const char *parts[4], size_t n_buffers) {
     zmsg_t *m = zmsg_new();
-    for (size_t i = 0; i < n_id; i++) zmsg_addstr(m, idents[i]);
+    for (size_t i = 0; i < n_id; i++)
+        zmsg_addstr(m, idents[i]);
     zmsg_addstr(m, "<IDS|MSG>");
     char sig[65];
     cb_auth_part_t ap[4];
-    for (int i = 0; i < 4; i++) ap[i] = (cb_auth_part_t){parts[i], strlen(parts[i])};
+    for (int i = 0; i < 4; i++)
+        ap[i] = (cb_auth_part_t){parts[i], strlen(parts[i])};
     cb_auth_sign(g_auth, ap, sig);
     zmsg_addstr(m, sig_override ? sig_override : sig);
-    for (int i = 0; i < 4; i++) zmsg_addstr(m, parts[i]);
-    for (size_t i = 0; i < n_buffers; i++) zmsg_addmem(m, "\x00\x01\x02", 3);
+    for (int i = 0; i < 4; i++)
+        zmsg_addstr(m, parts[i]);
+    for (size_t i = 0; i < n_buffers; i++)
+        zmsg_addmem(m, "\x00\x01\x02", 3);
     return m;
 }
 
@@ -35,28 +39,36 @@ int main(void) {
     cb_msg_t m;
     char hdr[128];
     int counter = 0;
-#define HDR(type) (snprintf(hdr, sizeof hdr, "{\"msg_id\":\"m%d\",\"msg_type\":\"%s\"}", counter++, type), hdr)
+#define HDR(type)                                                                                  \
+    (snprintf(hdr, sizeof hdr, "{\"msg_id\":\"m%d\",\"msg_type\":\"%s\"}", counter++, type), hdr)
     const char *p[4] = {HDR("kernel_info_request"), "{}", "{}", "{}"};
-    TAP_EQ_INT(s_parse(s_build(ids, 2, NULL, p, 2), &m), 0, "valid message with 2 idents and 2 buffers");
+    TAP_EQ_INT(s_parse(s_build(ids, 2, NULL, p, 2), &m), 0,
+               "valid message with 2 idents and 2 buffers");
     TAP_EQ_INT(m.n_idents, 2, "identities kept");
     TAP_EQ_INT(m.n_buffers, 2, "buffers counted");
     TAP_EQ_STR(m.msg_type, "kernel_info_request", "msg_type");
     cb_msg_clear(&m);
-    TAP_EQ_INT(s_parse(s_build(ids, 2, NULL, p, 0), &m), -CB_WIRE_EREPLAY, "same bytes again = replay");
+    TAP_EQ_INT(s_parse(s_build(ids, 2, NULL, p, 0), &m), -CB_WIRE_EREPLAY,
+               "same bytes again = replay");
     p[0] = HDR("x");
     TAP_EQ_INT(s_parse(s_build(ids, 0, "", p, 0), &m), -CB_WIRE_ESIG, "empty signature with a key");
     p[0] = HDR("x");
-    TAP_EQ_INT(s_parse(s_build(ids, 0, "0000000000000000000000000000000000000000000000000000000000000000", p, 0), &m),
-               -CB_WIRE_ESIG, "zeroed signature");
+    TAP_EQ_INT(
+        s_parse(s_build(ids, 0, "0000000000000000000000000000000000000000000000000000000000000000",
+                        p, 0),
+                &m),
+        -CB_WIRE_ESIG, "zeroed signature");
     p[0] = HDR("x");
     p[3] = "not json";
-    TAP_EQ_INT(s_parse(s_build(ids, 1, NULL, p, 0), &m), -CB_WIRE_EJSON, "content not JSON (signed)");
+    TAP_EQ_INT(s_parse(s_build(ids, 1, NULL, p, 0), &m), -CB_WIRE_EJSON,
+               "content not JSON (signed)");
     p[0] = HDR("x");
     p[3] = "[1]";
     TAP_EQ_INT(s_parse(s_build(ids, 1, NULL, p, 0), &m), -CB_WIRE_EJSON, "content an array");
     p[3] = "{}";
     const char *nohdr[4] = {"{\"msg_type\":\"x\"}", "{}", "{}", "{}"};
-    TAP_EQ_INT(s_parse(s_build(ids, 1, NULL, nohdr, 0), &m), -CB_WIRE_EHEADER, "header without msg_id");
+    TAP_EQ_INT(s_parse(s_build(ids, 1, NULL, nohdr, 0), &m), -CB_WIRE_EHEADER,
+               "header without msg_id");
 
     zmsg_t *z = zmsg_new();
     zmsg_addstr(z, "a");
@@ -68,9 +80,11 @@ int main(void) {
     zmsg_addstr(z, "{}");
     TAP_EQ_INT(s_parse(z, &m), -CB_WIRE_ESHORT, "fewer than 5 frames after the delimiter");
     z = zmsg_new();
-    for (int i = 0; i < 40; i++) zmsg_addstr(z, "id");
+    for (int i = 0; i < 40; i++)
+        zmsg_addstr(z, "id");
     zmsg_addstr(z, "<IDS|MSG>");
-    for (int i = 0; i < 5; i++) zmsg_addstr(z, "{}");
+    for (int i = 0; i < 5; i++)
+        zmsg_addstr(z, "{}");
     TAP_EQ_INT(s_parse(z, &m), -CB_WIRE_ENODELIM, "too many identities");
     z = zmsg_new();
     char *big = calloc(1, 2000);
@@ -78,11 +92,13 @@ int main(void) {
     zmsg_addstr(z, big);
     free(big);
     zmsg_addstr(z, "<IDS|MSG>");
-    for (int i = 0; i < 5; i++) zmsg_addstr(z, "{}");
+    for (int i = 0; i < 5; i++)
+        zmsg_addstr(z, "{}");
     TAP_EQ_INT(s_parse(z, &m), -CB_WIRE_ESIZE, "an identity over the limit");
     z = zmsg_new();
     zmsg_addstr(z, "<IDS|MSG>");
-    for (int i = 0; i < 5 + 200; i++) zmsg_addstr(z, "{}");
+    for (int i = 0; i < 5 + 200; i++)
+        zmsg_addstr(z, "{}");
     TAP_EQ_INT(s_parse(z, &m), -CB_WIRE_ESIZE, "too many buffers");
 
     /* Round trip through real sockets: what we send, a peer can verify. */
@@ -96,18 +112,21 @@ int main(void) {
     zmsg_t *got = zmsg_recv(b);
     TAP_EQ_INT(s_parse(got, &m), 0, "a sent message verifies");
     TAP_EQ_STR(m.msg_type, "execute_reply", "msg_type sent");
-    TAP_EQ_STR(json_string_value(json_object_get(m.header, "session")), ctx.session, "session stamped");
+    TAP_EQ_STR(json_string_value(json_object_get(m.header, "session")), ctx.session,
+               "session stamped");
     TAP_EQ_STR(json_string_value(json_object_get(m.header, "version")), "5.3", "version");
     TAP_OK(json_is_string(json_object_get(m.header, "date")), "date present");
     TAP_EQ_STR(json_string_value(json_object_get(m.parent, "msg_id")), "parent-1", "parent copied");
-    TAP_EQ_STR(json_string_value(json_object_get(m.content, "text")), "caf\xc3\xa9", "UTF-8 content");
+    TAP_EQ_STR(json_string_value(json_object_get(m.content, "text")), "caf\xc3\xa9",
+               "UTF-8 content");
     char first_id[64];
     snprintf(first_id, sizeof first_id, "%s", m.msg_id);
     cb_msg_clear(&m);
     cb_wire_send(&ctx, a, NULL, 0, NULL, "execute_reply", parent, NULL,
                  json_pack("{s:s, s:s}", "status", "ok", "text", "caf\xc3\xa9"));
     got = zmsg_recv(b);
-    TAP_EQ_INT(s_parse(got, &m), 0, "an identical second send still verifies (fresh msg_id and date)");
+    TAP_EQ_INT(s_parse(got, &m), 0,
+               "an identical second send still verifies (fresh msg_id and date)");
     TAP_OK(strcmp(first_id, m.msg_id) != 0, "msg_ids differ");
     cb_msg_clear(&m);
     json_decref(parent);
