@@ -42,15 +42,6 @@ struct cb_cgroup {
     bool swap_off;               /* v2: memory.swap.max=0 applied */
 };
 
-static void s_why(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void s_why(char *why, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    (void) vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-}
-
 static char *s_join(const char *a, const char *b) {
     char *out = NULL;
     if (asprintf(&out, "%s/%s", a, b) < 0) return NULL;
@@ -126,14 +117,14 @@ cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgr
     static const char *const need[] = {"memory", "pids", "cpu"};
     char ctrl[CB_CGROUP_FILE_MAX];
     if (access(parent, W_OK) < 0) {
-        s_why(why, why_len,
+        cb_fmt_why(why, why_len,
               "cgroup v2 %s is not writable (not delegated); run the kernel in a delegated "
               "cgroup, e.g. systemd-run --user -p Delegate=yes --scope jupyter ...",
               parent);
         return NULL;
     }
     if (cb_cgroup_read(parent, "cgroup.subtree_control", ctrl, sizeof ctrl) < 0) {
-        s_why(why, why_len, "cgroup v2 %s: cannot read cgroup.subtree_control: %s", parent,
+        cb_fmt_why(why, why_len, "cgroup v2 %s: cannot read cgroup.subtree_control: %s", parent,
               strerror(errno));
         return NULL;
     }
@@ -142,7 +133,7 @@ cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgr
         char add[CB_OPT_MAX_NAME];
         (void) snprintf(add, sizeof add, "+%s", need[i]);
         if (cb_cgroup_write(parent, "cgroup.subtree_control", add) < 0) {
-            s_why(why, why_len,
+            cb_fmt_why(why, why_len,
                   "cgroup v2 %s: controller %s is not enabled for children and cannot be "
                   "enabled (%s); delegate it (systemd: Delegate=yes) and start the kernel in a "
                   "leaf of that subtree",
@@ -153,13 +144,13 @@ cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgr
     cb_cgroup_t *cg = s_alloc(CB_CGROUP_V2, lim);
     if (cg == NULL || (cg->dir = s_join(parent, name)) == NULL) goto oom;
     if (mkdir(cg->dir, CB_SANDBOX_MKDIR_MODE) < 0 && errno != EEXIST) {
-        s_why(why, why_len, "cgroup v2: mkdir(%s): %s", cg->dir, strerror(errno));
+        cb_fmt_why(why, why_len, "cgroup v2: mkdir(%s): %s", cg->dir, strerror(errno));
         goto fail;
     }
     char v[CB_OPT_MAX_NAME];
     (void) snprintf(v, sizeof v, "%lld", (long long) lim->memory_mb << 20);
     if (cb_cgroup_write(cg->dir, "memory.max", v) < 0) {
-        s_why(why, why_len, "cgroup v2: cannot set memory.max in %s: %s", cg->dir, strerror(errno));
+        cb_fmt_why(why, why_len, "cgroup v2: cannot set memory.max in %s: %s", cg->dir, strerror(errno));
         goto fail;
     }
     /* memory.swap.max is absent without swap accounting; no swap then */
@@ -167,18 +158,18 @@ cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgr
     (void) cb_cgroup_write(cg->dir, "memory.oom.group", "1");
     (void) snprintf(v, sizeof v, "%ld", lim->pids);
     if (cb_cgroup_write(cg->dir, "pids.max", v) < 0) {
-        s_why(why, why_len, "cgroup v2: cannot set pids.max in %s: %s", cg->dir, strerror(errno));
+        cb_fmt_why(why, why_len, "cgroup v2: cannot set pids.max in %s: %s", cg->dir, strerror(errno));
         goto fail;
     }
     (void) snprintf(v, sizeof v, "%ld %ld", (long) (lim->cpus * CB_CGROUP_CPU_PERIOD_US),
                     CB_CGROUP_CPU_PERIOD_US);
     if (cb_cgroup_write(cg->dir, "cpu.max", v) < 0) {
-        s_why(why, why_len, "cgroup v2: cannot set cpu.max in %s: %s", cg->dir, strerror(errno));
+        cb_fmt_why(why, why_len, "cgroup v2: cannot set cpu.max in %s: %s", cg->dir, strerror(errno));
         goto fail;
     }
     return cg;
 oom:
-    s_why(why, why_len, "out of memory");
+    cb_fmt_why(why, why_len, "out of memory");
 fail:
     cb_cgroup_destroy(&cg);
     return NULL;
@@ -210,7 +201,7 @@ cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *na
                               const cb_cgroup_limits_t *lim, char *why, size_t why_len) {
     cb_cgroup_t *cg = s_alloc(CB_CGROUP_V1, lim);
     if (cg == NULL) {
-        s_why(why, why_len, "out of memory");
+        cb_fmt_why(why, why_len, "out of memory");
         return NULL;
     }
     for (int i = 0; i < V1_COUNT; i++) {
@@ -228,7 +219,7 @@ cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *na
         cg->v1_dir[i] = dir;
     }
     if (cg->v1_dir[V1_MEMORY] == NULL || cg->v1_dir[V1_PIDS] == NULL) {
-        s_why(why, why_len,
+        cb_fmt_why(why, why_len,
               "cgroup v1: the memory and pids hierarchies under %s are not writable by the "
               "launcher (run the kernel as root, or on a cgroup v2 host with delegation)",
               root);
@@ -237,14 +228,14 @@ cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *na
     char v[CB_OPT_MAX_NAME];
     (void) snprintf(v, sizeof v, "%lld", (long long) lim->memory_mb << 20);
     if (cb_cgroup_write(cg->v1_dir[V1_MEMORY], "memory.limit_in_bytes", v) < 0) {
-        s_why(why, why_len, "cgroup v1: memory.limit_in_bytes=%s: %s", v, strerror(errno));
+        cb_fmt_why(why, why_len, "cgroup v1: memory.limit_in_bytes=%s: %s", v, strerror(errno));
         goto fail;
     }
     cg->memsw = cb_cgroup_write(cg->v1_dir[V1_MEMORY], "memory.memsw.limit_in_bytes", v) == 0;
     if (!cg->memsw) (void) cb_cgroup_write(cg->v1_dir[V1_MEMORY], "memory.swappiness", "0");
     (void) snprintf(v, sizeof v, "%ld", lim->pids);
     if (cb_cgroup_write(cg->v1_dir[V1_PIDS], "pids.max", v) < 0) {
-        s_why(why, why_len, "cgroup v1: pids.max=%s: %s", v, strerror(errno));
+        cb_fmt_why(why, why_len, "cgroup v1: pids.max=%s: %s", v, strerror(errno));
         goto fail;
     }
     if (cg->v1_dir[V1_CPU] != NULL) {
@@ -300,7 +291,7 @@ cb_cgroup_t *cb_cgroup_new_auto(const char *name, const cb_cgroup_limits_t *lim,
     }
     cb_cgroup_t *cg =
         cb_cgroup_new_v1(CB_CGROUP_ROOT, "/proc/self/cgroup", name, lim, why, why_len);
-    if (cg == NULL && why2[0] != '\0') s_why(why, why_len, "%s", why2);
+    if (cg == NULL && why2[0] != '\0') cb_fmt_why(why, why_len, "%s", why2);
     return cg;
 }
 

@@ -350,15 +350,6 @@ static const char *const s_allow[] = {
     "socketcall",
 };
 
-static void s_why(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void s_why(char *why, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    (void) vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-}
-
 /* Allows syscall nr unless the low 32 bits of argument arg equal one of
  * bad[].  libseccomp refuses a rule whose action is the default (EPERM) and
  * two comparisons of one argument in one rule, so "x not in bad" is written
@@ -404,7 +395,7 @@ static int s_rules(scmp_filter_ctx ctx, unsigned *n_allowed, char *why, size_t w
         if (nr == __NR_SCMP_ERROR) continue;
         if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)) < 0) {
             if (rc == -EEXIST) continue;
-            s_why(why, why_len, "seccomp_rule_add(%s): %s", s_allow[i], strerror(-rc));
+            cb_fmt_why(why, why_len, "seccomp_rule_add(%s): %s", s_allow[i], strerror(-rc));
             return -1;
         }
         (*n_allowed)++;
@@ -441,7 +432,7 @@ static int s_rules(scmp_filter_ctx ctx, unsigned *n_allowed, char *why, size_t w
     *n_allowed += 6; /* clone socket socketpair personality ioctl clone3(ENOSYS) */
     return 0;
 fail:
-    s_why(why, why_len, "seccomp_rule_add (argument rules): %s", strerror(-rc));
+    cb_fmt_why(why, why_len, "seccomp_rule_add (argument rules): %s", strerror(-rc));
     return -1;
 }
 
@@ -449,38 +440,38 @@ int cb_seccomp_build(cb_seccomp_t *out, char *why, size_t why_len) {
     memset(out, 0, sizeof *out);
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
     if (ctx == NULL) {
-        s_why(why, why_len, "seccomp_init failed");
+        cb_fmt_why(why, why_len, "seccomp_init failed");
         return -1;
     }
     int rc = -1;
     cb_autofd int mfd = -1;
     if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) < 0 ||
         seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) < 0) {
-        s_why(why, why_len, "seccomp_attr_set failed");
+        cb_fmt_why(why, why_len, "seccomp_attr_set failed");
         goto out;
     }
     if (s_rules(ctx, &out->n_allowed, why, why_len) < 0) goto out;
     mfd = memfd_create("cellblock-seccomp", MFD_CLOEXEC);
     if (mfd < 0) {
-        s_why(why, why_len, "memfd_create: %s", strerror(errno));
+        cb_fmt_why(why, why_len, "memfd_create: %s", strerror(errno));
         goto out;
     }
     int erc = seccomp_export_bpf(ctx, mfd);
     if (erc < 0) {
-        s_why(why, why_len, "seccomp_export_bpf: %s", strerror(-erc));
+        cb_fmt_why(why, why_len, "seccomp_export_bpf: %s", strerror(-erc));
         goto out;
     }
     struct stat st;
     if (fstat(mfd, &st) < 0 || st.st_size <= 0 ||
         (size_t) st.st_size % sizeof(struct sock_filter) != 0 ||
         (size_t) st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
-        s_why(why, why_len, "seccomp_export_bpf: unexpected program size");
+        cb_fmt_why(why, why_len, "seccomp_export_bpf: unexpected program size");
         goto out;
     }
     struct sock_filter *insns = malloc((size_t) st.st_size);
     if (insns == NULL || pread(mfd, insns, (size_t) st.st_size, 0) != st.st_size) {
         free(insns);
-        s_why(why, why_len, "reading the exported filter failed");
+        cb_fmt_why(why, why_len, "reading the exported filter failed");
         goto out;
     }
     out->prog.filter = insns;

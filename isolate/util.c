@@ -5,6 +5,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -68,4 +73,27 @@ int cb_send_with_fd(int sock, const void *buf, size_t len, int fd) {
         if (sendmsg(sock, &mh, MSG_NOSIGNAL) >= 0) return 0;
         if (errno != EINTR) return -1;
     }
+}
+
+void cb_fmt_why(char *buf, size_t len, const char *fmt, ...) {
+    if (len == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    (void) vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+int cb_signalfd_supervision(void) {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGCHLD);
+    int err = pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }

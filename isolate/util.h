@@ -40,6 +40,14 @@ int cb_read_all(int fd, void *buf, size_t len);
  * SCM_RIGHTS when fd >= 0.  Retries EINTR; no allocation (safe between clone
  * and exec).  0 ok, -1 errno. */
 int cb_send_with_fd(int sock, const void *buf, size_t len, int fd);
+/* Formats a reason into buf (len bytes, always terminated); for the
+ * "why" out-parameters of the isolate modules. */
+void cb_fmt_why(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The supervision signals every cellblock process reads from a signalfd:
+ * SIGINT, SIGTERM, SIGHUP, SIGCHLD.  Blocks them in the calling thread
+ * (call it before any thread is created, so they inherit the mask) and
+ * returns a non-blocking, close-on-exec signalfd for them, or -1 (errno). */
+int cb_signalfd_supervision(void);
 /* Set or clear O_NONBLOCK. 0 ok, -1 errno. */
 int cb_set_nonblock(int fd, int on);
 

@@ -723,6 +723,8 @@ static void s_runner_gone(kernel_t *k) {
     char how[400], msg[1200];
     cb_runner_describe_exit(&k->run, how, sizeof how);
     const char *ename = "SandboxError";
+    static const char lost[] = "A fresh sandbox was started: all variables, imports and files "
+                               "of the previous one are lost.";
     if (k->run.fatal[0]) {
         snprintf(k->last_fatal, sizeof k->last_fatal, "%s", k->run.fatal);
         snprintf(msg, sizeof msg, "The sandbox could not be started: %s", k->run.fatal);
@@ -730,21 +732,16 @@ static void s_runner_gone(kernel_t *k) {
         ename = "TimeoutError";
         snprintf(msg, sizeof msg,
                  "The cell exceeded its time limit of %ld s (--timeout) and did not stop when "
-                 "interrupted, so the sandbox was killed. A fresh sandbox was started: all "
-                 "variables, imports and files of the previous one are lost.",
-                 k->opts->timeout_s);
+                 "interrupted, so the sandbox was killed. %s",
+                 k->opts->timeout_s, lost);
     } else if (k->run.oom) {
         ename = "MemoryError";
         snprintf(msg, sizeof msg,
                  "The sandbox ran out of memory (limit %ld MiB, --memory) and its Python process "
-                 "was killed. A fresh sandbox was started: all variables, imports and files of "
-                 "the previous one are lost.",
-                 k->opts->memory_mb);
+                 "was killed. %s",
+                 k->opts->memory_mb, lost);
     } else {
-        snprintf(msg, sizeof msg,
-                 "The sandbox's Python process %s. A fresh sandbox was started: all variables, "
-                 "imports and files of the previous one are lost.",
-                 how);
+        snprintf(msg, sizeof msg, "The sandbox's Python process %s. %s", how, lost);
     }
     LOG_W("sandbox ended: %s", how);
     bool was_setup_failure = k->run.fatal[0] != 0 || k->run.state == CB_RUNNER_STARTING;
@@ -1276,16 +1273,9 @@ int cb_kernel_main(cb_opts_t *opts) {
 
     k->artifacts = cb_opts_new_artifacts(opts);
 
-    /* Signals: block before any thread exists so libzmq's threads inherit the mask. */
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    /* Signals: blocked before any thread exists so libzmq's threads inherit the mask. */
+    k->sigfd = cb_signalfd_supervision();
     signal(SIGPIPE, SIG_IGN);
-    k->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (k->sigfd < 0) {
         PLOG_E("signalfd");
         goto out;

@@ -288,13 +288,7 @@ static int s_read_code(const char *file, char **out) {
 }
 
 static int s_loop(run_t *r, const char *code) {
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    cb_autofd int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    cb_autofd int sfd = cb_signalfd_supervision(); /* SIGHUP ends the run like SIGTERM */
     int64_t grace = 0, hello_by = cb_now_ms() + CB_RUNNER_HELLO_TIMEOUT_MS;
     bool killed = false;
     while (!r->run.reaped) {
@@ -332,7 +326,7 @@ static int s_loop(run_t *r, const char *code) {
             while (read(sfd, &si, sizeof si) == (ssize_t) sizeof si) {
                 if (si.ssi_signo == SIGINT)
                     cb_runner_interrupt(&r->run);
-                else if (si.ssi_signo == SIGTERM)
+                else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP)
                     cb_runner_kill(&r->run);
                 else if (si.ssi_signo == SIGCHLD) {
                     int st;

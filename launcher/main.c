@@ -257,14 +257,7 @@ int main(int argc, char **argv) {
     }
     cb_log_threshold = L.opts.log_level;
 
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGCHLD);
-    sigaddset(&mask, SIGHUP);
-    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
-        (L.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+    if ((L.sfd = cb_signalfd_supervision()) < 0) {
         s_fatal("signalfd: %s", strerror(errno));
         return EXIT_FATAL;
     }

@@ -162,15 +162,18 @@ def _wait_ack():
                 _S.rbuf = buf[:off] + buf[off + 4 + n:]
                 return
             off += 4 + n
-        try:
-            data = os.read(_FD, 1 << 16)
-        except InterruptedError:
-            continue
-        except OSError:
-            data = b""
-        if not data:
-            _die()
-        _S.rbuf = buf + data
+        _fill()
+
+
+def _fill():
+    """Append what the socket has to the read buffer; EOF ends the runner."""
+    try:
+        data = os.read(_FD, 1 << 16)
+    except OSError:
+        data = b""
+    if not data:
+        _die()
+    _S.rbuf += data
 
 
 def _send(obj):
@@ -234,13 +237,7 @@ def _recv(interruptible=False):
                 select.select([_FD], [], [])
             finally:
                 _S.sigmode = 1
-        try:
-            data = os.read(_FD, 1 << 16)
-        except OSError:
-            data = b""
-        if not data:
-            _die()
-        _S.rbuf = buf + data
+        _fill()
 
 
 # ---------------------------------------------------------------- lazy modules

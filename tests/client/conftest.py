@@ -2,7 +2,6 @@
 the built kernelspec ($CELLBLOCK_BUILD, default <repo>/build)."""
 
 import os
-import signal
 import sys
 
 import pytest
@@ -13,11 +12,6 @@ KSPEC_DIR = os.path.join(BUILD, "share", "jupyter", "kernels", "cellblock")
 sys.path.insert(0, os.path.join(REPO, "client"))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TEST_LIMIT = 60          # seconds per test; pytest-timeout is not installed
-
-
-class ClientTestTimeout(Exception):
-    pass
 
 
 def pytest_collection_modifyitems(config, items):
@@ -27,22 +21,6 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason="cellblock kernelspec not built; run make"))
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    if not str(item.fspath).startswith(HERE):
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise ClientTestTimeout("%s: exceeded %d s" % (item.nodeid, TEST_LIMIT))
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_LIMIT)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def descendants(pid):

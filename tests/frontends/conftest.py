@@ -11,7 +11,6 @@ cellblock kernelspec built by `make` ($CELLBLOCK_BUILD, default <repo>/build).
 
 import os
 import shutil
-import signal
 import subprocess
 
 import pytest
@@ -27,7 +26,6 @@ EXAMPLES = os.path.join(REPO, "examples")
 ARTIFACT_DIR = os.path.join(BUILD, "test-artifacts")
 SYS_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 MUST_WORK = os.environ.get("CB_MUST_WORK") == "1"
-DEFAULT_TIMEOUT = 90
 
 # For in-process clients (nbclient): every KernelSpecManager must find it.
 _jp = os.environ.get("JUPYTER_PATH", "")
@@ -48,32 +46,6 @@ def need_tool(path_or_name, why=""):
     return found
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "timeout(seconds): per-test time limit (SIGALRM)")
-
-
-class FrontendTimeout(Exception):
-    pass
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    if not str(item.fspath).startswith(HERE):
-        yield
-        return
-    m = item.get_closest_marker("timeout")
-    limit = int(m.args[0]) if m else DEFAULT_TIMEOUT
-
-    def on_alarm(signum, frame):
-        raise FrontendTimeout(f"{item.nodeid}: exceeded {limit} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(limit)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture(autouse=True)

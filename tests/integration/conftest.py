@@ -14,7 +14,6 @@ Markers:
 """
 
 import os
-import signal
 
 import pytest
 
@@ -31,7 +30,6 @@ _jp = os.environ.get("JUPYTER_PATH", "")
 if KSPEC_ROOT not in _jp.split(os.pathsep):
     os.environ["JUPYTER_PATH"] = KSPEC_ROOT + (os.pathsep + _jp if _jp else "")
 
-DEFAULT_TIMEOUT = 120
 
 
 def pytest_addoption(parser):
@@ -50,10 +48,9 @@ def pytest_configure(config):
         os.environ["CB_TEST_KERNEL"] = opt
     os.environ.setdefault("CB_TEST_KERNEL", "cellblock")
     config.addinivalue_line("markers", "cellblock_only: needs the cellblock kernel itself")
-    config.addinivalue_line("markers", "timeout(seconds): per-test time limit (SIGALRM)")
 
 
-from .helpers import Kernel, TestTimeout, execute, is_cellblock, kernel_name, request  # noqa: E402
+from .helpers import Kernel, execute, is_cellblock, kernel_name, request  # noqa: E402
 
 
 def _must_work():
@@ -77,25 +74,6 @@ def pytest_collection_modifyitems(config, items):
                     reason=f"cellblock-specific; running against {kernel_name()}"))
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    here = os.path.dirname(__file__)
-    if not str(item.fspath).startswith(here):
-        yield
-        return
-    m = item.get_closest_marker("timeout")
-    limit = int(m.args[0]) if m else DEFAULT_TIMEOUT
-
-    def on_alarm(signum, frame):
-        raise TestTimeout(f"{item.nodeid}: exceeded {limit} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(limit)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # --------------------------------------------------------------------------

@@ -31,10 +31,6 @@ def is_cellblock():
     return kernel_name() == "cellblock"
 
 
-class TestTimeout(Exception):
-    """Raised by the per-test alarm (see conftest.py)."""
-
-
 # --------------------------------------------------------------------------
 # processes
 # --------------------------------------------------------------------------

@@ -15,7 +15,6 @@ import json
 import os
 import queue
 import shutil
-import sys
 import tempfile
 
 import pytest
