@@ -592,7 +592,6 @@ static bool s_bundle_ok(const json_t *f, bool need_display_id) {
 static void s_handle_frame(kernel_t *k, json_t *f) {
     const char *type = json_string_value(json_object_get(f, "type"));
     s_drain_pipes(k); /* output written before this frame goes first */
-    s_streams_flush(k, false);
     const json_t *parent = s_output_parent(k);
     bool in_exec = k->cur_kind == REQ_EXECUTE;
 
