@@ -47,6 +47,7 @@ class Runner:
         self.events = []
         self.hello = self.recv(timeout=20)
         self.startup = time.perf_counter() - self.t0
+        self.shell = self.hello.get("shell")
 
     # -- low level
     def send(self, obj):
