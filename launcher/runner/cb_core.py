@@ -75,6 +75,7 @@ class _State:
     unders = ["", "", ""]  # the shell's DisplayHook _, __, ___ (kept by cb_fast until then)
     fast_loaded = False  # the shell was loaded while a fast-path cell ran
     main_filter = None   # the DeprecationWarning filter cb_fast added for __main__
+    idle_load = True     # load the shell while idle (else only when a request needs it)
 
 
 _S = _State
@@ -1012,7 +1013,7 @@ def _ensure_shell():
 
 def _idle_step():
     """One piece of work while no request waits; False when there is none."""
-    if _loading():
+    if _loading() and _S.idle_load:
         _load_step()
         return True
     if _S.preload:
@@ -1140,6 +1141,9 @@ def _setup(mode):
     except OSError:
         pass
     if mode == "ipython":
+        # CELLBLOCK_SHELL=ipython-on-demand (tests, bench): no loading while
+        # idle, so that the fast path can be compared with the shell
+        _S.idle_load = os.environ.get("CELLBLOCK_SHELL") != "ipython-on-demand"
         _ipython_environment(user.__dict__)
     else:
         _minimal_namespace(user.__dict__)

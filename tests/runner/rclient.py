@@ -20,7 +20,7 @@ ACKED = {"display", "update_display", "execute_result", "clear_output", "error"}
 class Runner:
     """One runner process: frames on .sock, raw output collected from pipes."""
 
-    def __init__(self, cwd=None, env=None):
+    def __init__(self, cwd=None, env=None, path=None):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = parent
         e = {"PATH": "/usr/bin:/bin", "HOME": cwd or "/tmp", "LANG": "C.UTF-8",
@@ -36,7 +36,7 @@ class Runner:
             os.set_inheritable(3, True)
 
         self.proc = subprocess.Popen(
-            [PYTHON, "-I", "-u", RUNNER], stdin=subprocess.DEVNULL,
+            [PYTHON, "-I", "-u", path or RUNNER], stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=cwd,
             preexec_fn=preexec, close_fds=False)
         child.close()
