@@ -76,6 +76,7 @@ class _State:
     fast_loaded = False  # the shell was loaded while a fast-path cell ran
     main_filter = None   # the DeprecationWarning filter cb_fast added for __main__
     idle_load = True     # load the shell while idle (else only when a request needs it)
+    colors = None        # the running execute's `colors` member (cb_shell)
 
 
 _S = _State
@@ -1111,13 +1112,19 @@ def _has_module(name):
 def _ipython_environment(ns):
     """The namespace and environment a cell sees under ipykernel, set before
     any cell runs so that fast-path cells see them too (cb_shell then adopts
-    the same module)."""
+    the same module).  The names IPython adds are there already, in IPython's
+    order, holding stand-ins until the shell puts its own in their place:
+    the namespace is never emptied under a running thread."""
     for name, value in _IPYKERNEL_ENV:
         os.environ[name] = value
     if _has_module("matplotlib_inline"):
         os.environ["MPLBACKEND"] = _INLINE_BACKEND
-    ns.update({"__doc__": _IPYTHON_MAIN_DOC, "__builtin__": builtins, "_": "", "__": "",
-               "___": ""})
+    hist_in, hist_out = [""], {}
+    ns.update({"__doc__": _IPYTHON_MAIN_DOC, "__builtin__": builtins, "__builtins__": builtins,
+               "_ih": hist_in, "_oh": hist_out, "_dh": [_S.cwd_path], "In": hist_in,
+               "Out": hist_out, "get_ipython": lambda: _S.shell,
+               "exit": getattr(builtins, "exit", None), "quit": getattr(builtins, "quit", None),
+               "_": "", "__": "", "___": ""})
 
 
 def _setup(mode):
@@ -1125,8 +1132,8 @@ def _setup(mode):
     sys.modules["_cellblock_runner"] = sys.modules[__name__]
     _S.mode = mode
     user = type(sys)("__main__")
-    user.__dict__.update({"__builtins__": builtins, "__doc__": None, "__spec__": None,
-                          "__loader__": None, "__package__": None})
+    if mode != "ipython":
+        user.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = user
     _S.user = user
     if sys.path and os.path.abspath(sys.path[0] or ".") == _DIR:

@@ -183,6 +183,7 @@ def try_execute(req):
 
 def _start(req, count):
     _S.count = count
+    _S.colors = req.get("colors")
     _S.silent = False
     _S.allow_stdin = bool(req.get("allow_stdin", False))
     _S.payload = []

@@ -572,12 +572,7 @@ def create():
     have run cells in it), then take those cells over."""
     import warnings
     ns = _S.user.__dict__
-    saved = dict(ns)
-    # the same order of names as in a fresh IPython namespace; the user's after
-    ns.clear()
-    for k in ("__name__", "__doc__", "__package__", "__loader__", "__spec__"):
-        if k in saved:
-            ns[k] = saved[k]
+    unders = {k: ns[k] for k in ("_", "__", "___") if k in ns}
     # IPython adds this filter itself (init_deprecation_warnings)
     if _S.main_filter is not None:
         try:
@@ -587,15 +582,9 @@ def create():
         warnings._filters_mutated()
     cfg = Config()
     cfg[_KERNEL_APP_SECTION] = Config()
-    try:
-        shell = ZMQInteractiveShell.instance(config=cfg, user_module=_S.user,
-                                             compiler_class=CellCompiler, kernel=None)
-    except BaseException:
-        ns.update(saved)
-        raise
-    for k, v in saved.items():
-        if k in ("_", "__", "___") or k not in ns:
-            ns[k] = v
+    shell = ZMQInteractiveShell.instance(config=cfg, user_module=_S.user,
+                                         compiler_class=CellCompiler, kernel=None)
+    ns.update(unders)                  # IPython's DisplayHook set them to ''
     shell.displayhook._, shell.displayhook.__, shell.displayhook.___ = _S.unders
     _interruptible_pdb()
     try:
@@ -650,6 +639,7 @@ def finish_fast(raw, cell, filename, count, value=None, error=False):
     Returns the done frame."""
     shell = _S.shell
     shell._last_traceback = None
+    _apply_colors(shell)
     info = ExecutionInfo(raw, True, False, True, None)
     result = ExecutionResult(info)
     result.execution_count = count
@@ -679,6 +669,17 @@ def finish_fast(raw, cell, filename, count, value=None, error=False):
     shell.history_manager.store_output(count)
     shell.execution_count = count + 1
     return _done(shell, result, {})
+
+
+_COLOR_SCHEMES = ("NoColor", "Neutral", "Linux", "LightBG")
+
+
+def _apply_colors(shell):
+    """The execute frame's optional `colors`: the traceback colour scheme from
+    this cell on, as %colors sets it (`cellblock run` may want NoColor)."""
+    c = _S.colors
+    if c in _COLOR_SCHEMES and shell.colors != c:
+        shell.run_line_magic("colors", c)
 
 
 def _report(shell, etype):
@@ -730,6 +731,8 @@ def execute(req):
     count = req.get("execution_count")
     if store and isinstance(count, int):
         shell.execution_count = count      # the kernel numbers the cells
+    _S.colors = req.get("colors")
+    _apply_colors(shell)
     _S.count = count if isinstance(count, int) else shell.execution_count
     _S.silent = silent
     _S.allow_stdin = bool(req.get("allow_stdin", False))
