@@ -1147,6 +1147,11 @@ def _setup(mode):
         sys.path.insert(0, _S.cwd_path)
     except OSError:
         pass
+    # PYTHONDONTWRITEBYTECODE=1, which -I ignores: no __pycache__ of the
+    # user's modules in the working directory (they would come back as
+    # artifacts, and a rewritten module of the same size within the same
+    # second would be imported from its stale .pyc)
+    sys.dont_write_bytecode = True
     if mode == "ipython":
         # CELLBLOCK_SHELL=ipython-on-demand (tests, bench): no loading while
         # idle, so that the fast path can be compared with the shell

@@ -495,26 +495,48 @@ _SYSTEM_READ = 4096
 def _run_piped(cmd):
     """Run cmd like IPython's pexpect-based system(): output printed as it
     comes, an interrupt passed on to the command (SIGINT to its process
-    group, as ^C on a terminal) which then ends the command, not the cell."""
+    group, as ^C on a terminal) which then ends the command, not the cell.
+
+    On a pseudo-terminal when the sandbox has one (programs then see a
+    terminal, as under ipykernel); else on a pipe, where the terminal's
+    newline translation (LF -> CR LF) is done here."""
     import codecs
     import signal
     import subprocess
     import time
     _runner._flush()
-    proc = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    fd = proc.stdout.fileno()
+    try:
+        master, slave = os.openpty()
+    except OSError:
+        master = slave = None
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.DEVNULL,
+                                stdout=slave if slave is not None else subprocess.PIPE,
+                                stderr=slave if slave is not None else subprocess.STDOUT,
+                                start_new_session=True)
+    except BaseException:
+        for fd in (master, slave):
+            if fd is not None:
+                os.close(fd)
+        raise
+    if slave is not None:
+        os.close(slave)
+        fd, crlf = master, False
+    else:
+        fd, crlf = proc.stdout.fileno(), True
     decoder = codecs.getincrementaldecoder(_encoding())("replace")
     select = _runner._std("select")
 
     def pump(timeout):
         if not select.select([fd], [], [], timeout)[0]:
             return True
-        data = os.read(fd, _SYSTEM_READ)
+        try:
+            data = os.read(fd, _SYSTEM_READ)
+        except OSError:                 # EIO: the terminal's last writer is gone
+            data = b""
         text = decoder.decode(data, final=not data)
         if text:
-            sys.stdout.write(text.replace("\n", "\r\n"))
+            sys.stdout.write(text.replace("\n", "\r\n") if crlf else text)
             sys.stdout.flush()
         return bool(data)
 
@@ -542,7 +564,10 @@ def _run_piped(cmd):
                 pass
     finally:
         _S.sigmode = prev
-        proc.stdout.close()
+        if master is not None:
+            os.close(master)
+        else:
+            proc.stdout.close()
         rc = proc.wait()
     if rc > 128:
         rc = -(rc - 128)

@@ -20,11 +20,30 @@ REFERENCE = "python3"
 # ipykernel's cell file names, and cellblock's
 _CELL_NAME = re.compile(r"/tmp/ipykernel_\d+/\d+\.py|/tmp/cellblock-cells/\d+(?:\.\d+)?\.py"
                         r"|<cell-\d+(?:\.\d+)?>")
+# the same cell file names as they appear in SyntaxError messages: "(1234.py, line 2)"
+_CELL_BASENAME = re.compile(r"(?<![\w/.])\d+(?:\.\d+)?\.py(?=, line )")
 _ADDR = re.compile(r"0x[0-9a-fA-F]{6,16}")
 # %time / %timeit / %prun figures
 _DURATION = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?\s*(?:ns|\xb5s|us|ms|s|min|h)\b")
 _TIMEIT_LOOPS = re.compile(r"\d+(?:,\d+)* loops? each")
 _PRUN_FIGURES = re.compile(r"\d+(?:\.\d+)?")
+_SLOWEST_RUN = re.compile(r"The slowest run took [\d.]+ times longer than the fastest\. "
+                          r"This could mean that an intermediate result is being cached\.\n")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def strip_ansi(msgs):
+    """Colours that programs choose by isatty() (pip, ls): cellblock's `!cmd`
+    has no terminal when the sandbox has no pty."""
+    def strip(o):
+        if isinstance(o, str):
+            return _ANSI.sub("", o)
+        if isinstance(o, list):
+            return [strip(v) for v in o]
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items()}
+        return o
+    return strip(msgs)
 
 
 class Pair:
@@ -45,6 +64,10 @@ class Pair:
             k = Kernel(kernel_name=name)
             env = {kk: v for kk, v in os.environ.items() if kk != "PYTEST_CURRENT_TEST"}
             env.update(self.extra_env)
+            if name == REFERENCE:
+                # ipykernel's profile (history, %store) lives in IPYTHONDIR: a
+                # fresh one, as every sandbox has
+                env["IPYTHONDIR"] = str(tmp_ipython(self.dirs[name]))
             k.km.start_kernel(env=env, cwd=self.dirs[name])
             k.pid = k.km.provisioner.process.pid
             k.kc = k.km.client()
@@ -64,17 +87,46 @@ class Pair:
         """The working directory the code sees (the sandbox's is not the host's)."""
         return self.kernels[name].execute("import os; print(os.getcwd())").stream().strip()
 
-    def run(self, code, timeout=TIMEOUT, **kw):
-        """Run `code` on both kernels; -> {name: normalised messages}."""
+    def run(self, code, timeout=TIMEOUT, answers=None, **kw):
+        """Run `code` on both kernels; -> {name: normalised messages}.
+        answers: what to type at each input_request (then allow_stdin)."""
         out = {}
         for name, k in self.kernels.items():
-            out[name] = run_normalised(k.kc, code, self.cwds.get(name), timeout=timeout, **kw)
+            if answers is not None:
+                iopub, reply, asked = run_with_input(k.kc, code, answers, timeout=timeout)
+                msgs = normalise(iopub, reply, self.cwds.get(name), self.homes.get(name))
+                out[name] = [["stdin", "input_request", _norm(a, self.cwds.get(name),
+                                                               self.homes.get(name))]
+                             for a in asked] + msgs
+            else:
+                iopub, reply = run_raw(k.kc, code, timeout=timeout, **kw)
+                out[name] = normalise(iopub, reply, self.cwds.get(name), self.homes.get(name))
+        return out
+
+    def request(self, msg_type, content, timeout=TIMEOUT):
+        """A shell request (complete, inspect, is_complete...) on both: -> {name: content}."""
+        out = {}
+        for name, k in self.kernels.items():
+            msg = k.kc.session.msg(msg_type, content)
+            k.kc.shell_channel.send(msg)
+            reply = get_reply(k.kc, msg["header"]["msg_id"], "shell", timeout)
+            collect_iopub(k.kc, msg["header"]["msg_id"], timeout)
+            out[name] = _norm(reply["content"], self.cwds.get(name), self.homes.get(name))
         return out
 
     def prepare(self):
-        self.cwds = {name: self.workdir(name) for name in self.kernels}
-        # the calls above used a cell each: start both from the same count
+        self.cwds, self.homes = {}, {}
+        for name, k in self.kernels.items():
+            where = k.execute("import os; print(os.getcwd()); print(os.path.expanduser('~'))")
+            self.cwds[name], self.homes[name] = where.stream().split("\n")[:2]
+        # that used a cell on each: both go on from the same count
         return self
+
+
+def tmp_ipython(workdir):
+    d = os.path.join(os.path.dirname(workdir), "ipythondir-" + os.path.basename(workdir))
+    os.makedirs(d, exist_ok=True)
+    return d
 
 
 def run_raw(kc, code, timeout=TIMEOUT, **kw):
@@ -85,21 +137,53 @@ def run_raw(kc, code, timeout=TIMEOUT, **kw):
     return iopub, reply
 
 
-def normalise_text(s, cwd=None):
+def run_with_input(kc, code, answers, timeout=TIMEOUT):
+    """Execute with allow_stdin, typing `answers` in turn; -> (iopub, reply,
+    the input_request contents)."""
+    msg_id = kc.execute(code, allow_stdin=True)
+    asked = []
+    answers = list(answers)
+    deadline = time.monotonic() + timeout
+    from queue import Empty
+    reply = None
+    while reply is None:
+        assert time.monotonic() < deadline, "no reply to %r" % code
+        try:
+            req = kc.get_stdin_msg(timeout=0.05)
+        except Empty:
+            req = None
+        if req is not None:
+            asked.append(req["content"])
+            kc.input(answers.pop(0) if answers else "\x04")
+        try:
+            m = kc.get_shell_msg(timeout=0.05)
+        except Empty:
+            continue
+        if m["parent_header"].get("msg_id") == msg_id:
+            reply = m
+    iopub = collect_iopub(kc, msg_id, timeout)
+    return iopub, reply, asked
+
+
+def normalise_text(s, cwd=None, home=None):
     if cwd:
         s = s.replace(cwd, "<CWD>")
+        if home and cwd == home:
+            # the sandbox's working directory is its HOME: IPython writes ~/x
+            s = re.sub(r"~(?=/)", "<CWD>", s)
     s = _CELL_NAME.sub("<CELL>", s)
+    s = _CELL_BASENAME.sub("<CELL>", s)
     s = _ADDR.sub("0x<ADDR>", s)
     return s
 
 
-def _norm(obj, cwd):
+def _norm(obj, cwd, home=None):
     if isinstance(obj, str):
-        return normalise_text(obj, cwd)
+        return normalise_text(obj, cwd, home)
     if isinstance(obj, list):
-        return [_norm(v, cwd) for v in obj]
+        return [_norm(v, cwd, home) for v in obj]
     if isinstance(obj, dict):
-        return {k: _norm(v, cwd) for k, v in obj.items()}
+        return {k: _norm(v, cwd, home) for k, v in obj.items()}
     return obj
 
 
@@ -108,7 +192,7 @@ def is_artifact(msg):
     return isinstance(md, dict) and "cellblock" in md
 
 
-def normalise(iopub, reply, cwd=None):
+def normalise(iopub, reply, cwd=None, home=None):
     """-> list of (channel, msg_type, content) with streams coalesced."""
     out = []
     for m in iopub:
@@ -125,17 +209,13 @@ def normalise(iopub, reply, cwd=None):
     rc = dict(reply["content"])
     rc.pop("engine_info", None)
     out.append(["shell", reply["msg_type"], rc])
-    return _norm(out, cwd)
-
-
-def run_normalised(kc, code, cwd=None, timeout=TIMEOUT, **kw):
-    iopub, reply = run_raw(kc, code, timeout=timeout, **kw)
-    return normalise(iopub, reply, cwd)
+    return _norm(out, cwd, home)
 
 
 def blur_timings(msgs):
     """For %time/%timeit/%prun cells: figures are not comparable, the shape is."""
     def fix(s):
+        s = _SLOWEST_RUN.sub("", s)
         s = _DURATION.sub("<T>", s)
         s = _TIMEIT_LOOPS.sub("<N> loops each", s)
         return s
@@ -163,9 +243,20 @@ def describe(a, b):
                                           "cellblock", lineterm="", n=2))
 
 
-def wait_shell_loaded(kc, timeout=30):
-    """Return once cellblock's IPython shell has finished loading (a cell that
-    needs it waits for it); leaves no trace in In/Out."""
-    deadline = time.monotonic() + timeout
-    run_raw(kc, "%%capture\npass", timeout=timeout, store_history=False)
-    assert time.monotonic() < deadline
+def assert_same(pair, code, blur=None, **kw):
+    """Run `code` on both kernels and assert the same messages; returns them.
+    blur: a function applied to both message lists first."""
+    r = pair.run(code, **kw)
+    a, b = r["cellblock"], r[REFERENCE]
+    if blur is not None:
+        a, b = blur(a), blur(b)
+    assert a == b, "cell %r differs from ipykernel:\n%s" % (code, describe(a, b))
+    return a
+
+
+def outputs_of(msgs, msg_type=None):
+    return [c for ch, t, c in msgs if ch == "iopub" and (msg_type is None or t == msg_type)]
+
+
+def reply_of(msgs):
+    return [c for ch, t, c in msgs if ch == "shell"][-1]
