@@ -247,7 +247,8 @@ def _blur_rates(msgs):
     out = []
     for ch, t, c in msgs:
         if t == "stream":
-            c = dict(c, text=re.sub(r"[\d.]+(?:it/s|s/it)", "<RATE>", c["text"]))
+            text = re.sub(r"[\d.]+(?:it/s|s/it)", "<RATE>", c["text"])
+            c = dict(c, text=re.sub(r" +\r", "\r", text))   # padding over a longer rate
         out.append([ch, t, c])
     return out
 
