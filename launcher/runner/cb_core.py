@@ -260,7 +260,7 @@ def _bad_request(error):
 
 
 def _decode(body):
-    """A frame body -> dict, or None after answering bad_request."""
+    """A frame body -> (dict, None), or (None, why it cannot be used)."""
     try:
         obj = _loads(body.decode("utf-8", "replace"))
     except RecursionError:
@@ -270,11 +270,10 @@ def _decode(body):
     else:
         why = "frame is not a JSON object"
     if isinstance(obj, dict) and isinstance(obj.get("type"), str):
-        return obj
+        return obj, None
     if isinstance(obj, dict):
         why = "frame has no string member 'type'"
-    _bad_request(why)
-    return None
+    return None, why
 
 
 def _recv(interruptible=False):
@@ -282,6 +281,11 @@ def _recv(interruptible=False):
 
     interruptible: SIGINT raises KeyboardInterrupt while blocked (input wait);
     it can only land while nothing has been consumed from the socket.
+
+    A frame that cannot be used is answered with bad_request (in place of
+    the reply the kernel waits for); during an input wait it becomes an
+    input_reply error instead, so that input() fails with the reason and the
+    cell ends with its own done.
     """
     while True:
         buf = _S.rbuf
@@ -293,9 +297,13 @@ def _recv(interruptible=False):
                 _die()
             if len(buf) >= 4 + n:
                 _S.rbuf = buf[4 + n:]
-                obj = _decode(buf[4:4 + n])
+                obj, why = _decode(buf[4:4 + n])
                 if obj is not None:
                     return obj
+                if interruptible:
+                    return {"type": "input_reply",
+                            "error": "the kernel's reply could not be read: " + why}
+                _bad_request(why)
                 continue
         if interruptible:
             select = _std("select")

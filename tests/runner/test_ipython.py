@@ -344,3 +344,14 @@ def test_fallback_when_ipython_does_not_load(tmp_path):
         assert frames[0]["data"]["text/plain"] == "42"
     finally:
         r.close()
+
+
+@pytest.mark.shell("ipython", "minimal")
+def test_undecodable_input_reply_fails_the_input(runner):
+    _start(runner, "try:\n    input('x')\nexcept EOFError as e:\n    print('EOF:', e)",
+           allow_stdin=True)
+    assert runner.recv(10)["type"] == "input_request"
+    _raw_frame(runner, b"{broken")
+    frames, done = _finish(runner)
+    assert done["status"] == "ok"
+    assert b"EOF: the kernel's reply could not be read: frame is not valid JSON" in runner.out
