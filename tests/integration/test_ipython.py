@@ -202,6 +202,8 @@ def test_help_anywhere_and_inspect(pair):
          "%pinfo obj",
          "%pdoc Documented",
          "%psource Documented.method",
+         "%page [1, 2, 3]",
+         "%page -r y",
          "y, x")
     for code, pos, level in (("obj", 3, 0), ("obj", 3, 1), ("obj.method(", 11, 0),
                              ("Documented", 4, 1), ("no_such_name", 3, 0)):
