@@ -13,15 +13,15 @@
 #include <unistd.h>
 
 void cb_opts_usage(FILE *f) {
-    fprintf(f,
-            "usage: cellblock-kernel -f CONNECTION_FILE [options]\n"
-            "       cellblock-kernel install [--user|--prefix P|--sys-prefix] [--name N] [options]\n"
-            "       cellblock run [options] [--out DIR] [--json] FILE|-\n"
-            "\n"
-            "A Jupyter kernel for Python that runs every cell in a Linux sandbox.\n"
-            "\n"
-            "  -f, --connection-file FILE   Jupyter connection file (required)\n"
-            "  -h, --help, --version\n");
+    fprintf(
+        f, "usage: cellblock-kernel -f CONNECTION_FILE [options]\n"
+           "       cellblock-kernel install [--user|--prefix P|--sys-prefix] [--name N] [options]\n"
+           "       cellblock run [options] [--out DIR] [--json] FILE|-\n"
+           "\n"
+           "A Jupyter kernel for Python that runs every cell in a Linux sandbox.\n"
+           "\n"
+           "  -f, --connection-file FILE   Jupyter connection file (required)\n"
+           "  -h, --help, --version\n");
     cb_flags_usage(f, CB_FLAG_KERNEL | CB_FLAG_LAUNCHER);
 }
 

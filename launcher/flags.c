@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-static int s_fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int s_fail(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int s_fail(char *err, size_t len, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -83,13 +83,13 @@ static int s_check_preload(const char *v, char *err, size_t len) {
 
 /* ---- the table -------------------------------------------------------------- */
 
-#define S_OFF(field)   offsetof(cb_config_t, field)
-#define S_L            CB_FLAG_LAUNCHER
-#define S_K            CB_FLAG_KERNEL
-#define S_NUM(x)       ((double) (x))
-#define S_NO           0.0, 0.0
-#define S_STR(x)       S_STR2(x)
-#define S_STR2(x)      #x
+#define S_OFF(field) offsetof(cb_config_t, field)
+#define S_L          CB_FLAG_LAUNCHER
+#define S_K          CB_FLAG_KERNEL
+#define S_NUM(x)     ((double) (x))
+#define S_NO         0.0, 0.0
+#define S_STR(x)     S_STR2(x)
+#define S_STR2(x)    #x
 
 static const cb_flag_t s_table[] = {
     /* name, kind, min, max, unit, default, choices, metavar, group, help, who, off, count, check */
@@ -104,11 +104,11 @@ static const cb_flag_t s_table[] = {
      "memory limit, no swap (MiB, or with a K/M/G suffix)", S_L, S_OFF(memory_mb), 0, NULL},
     {"pids", CB_FK_INT, S_NUM(CB_OPT_MIN_PIDS), S_NUM(CB_OPT_MAX_PIDS), "", S_STR(CB_DEFAULT_PIDS),
      NULL, "N", "sandbox", "processes and threads", S_L, S_OFF(pids), 0, NULL},
-    {"cpus", CB_FK_FLOAT, CB_OPT_MIN_CPUS, CB_OPT_MAX_CPUS, "", S_STR(CB_DEFAULT_CPUS), NULL, "F", "sandbox",
-     "CPU share, e.g. 0.5 or 2", S_L, S_OFF(cpus), 0, NULL},
+    {"cpus", CB_FK_FLOAT, CB_OPT_MIN_CPUS, CB_OPT_MAX_CPUS, "", S_STR(CB_DEFAULT_CPUS), NULL, "F",
+     "sandbox", "CPU share, e.g. 0.5 or 2", S_L, S_OFF(cpus), 0, NULL},
     {"disk", CB_FK_SIZE_MB, S_NUM(CB_OPT_MIN_DISK_MB), S_NUM(CB_OPT_MAX_DISK_MB), "MiB",
-     S_STR(CB_DEFAULT_DISK_MB), NULL, "SIZE", "sandbox",
-     "size of the working dir and /tmp (tmpfs)", S_L, S_OFF(disk_mb), 0, NULL},
+     S_STR(CB_DEFAULT_DISK_MB), NULL, "SIZE", "sandbox", "size of the working dir and /tmp (tmpfs)",
+     S_L, S_OFF(disk_mb), 0, NULL},
     {"open-files", CB_FK_INT, S_NUM(CB_OPT_MIN_OPEN_FILES), S_NUM(CB_OPT_MAX_OPEN_FILES), "",
      S_STR(CB_DEFAULT_OPEN_FILES), NULL, "N", "sandbox", "open file descriptors", S_L,
      S_OFF(open_files), 0, NULL},
@@ -126,16 +126,16 @@ static const cb_flag_t s_table[] = {
      "fail instead of falling back to rlimits without cgroups", S_L, S_OFF(require_limits), 0,
      NULL},
     {"runner", CB_FK_PATH, S_NO, "", NULL, NULL, "PATH", "kernel",
-     "runner.py to start in the sandbox (default: the installed one)",
-     S_L | S_K | CB_FLAG_NOFWD, S_OFF(runner), 0, NULL},
+     "runner.py to start in the sandbox (default: the installed one)", S_L | S_K | CB_FLAG_NOFWD,
+     S_OFF(runner), 0, NULL},
     {"launcher", CB_FK_PATH, S_NO, "", NULL, NULL, "PATH", "kernel",
      "cellblock-launcher to use (default: the installed one)", S_K, S_OFF(launcher), 0, NULL},
     {"timeout", CB_FK_INT, 0, S_NUM(CB_OPT_MAX_TIMEOUT_S), "s", S_STR(CB_DEFAULT_TIMEOUT_S), NULL,
      "SECONDS", "limits", "wall-clock limit per cell, 0 = none", S_K, S_OFF(timeout_s), 0, NULL},
     {"max-output", CB_FK_SIZE_MB, 1, S_NUM(CB_OPT_MAX_OUTPUT_MB), "MiB",
      S_STR(CB_DEFAULT_MAX_OUTPUT_MB), NULL, "SIZE", "limits",
-     "bytes of output (streams, displays, results, errors) per cell", S_K, S_OFF(max_output_mb),
-     0, NULL},
+     "bytes of output (streams, displays, results, errors) per cell", S_K, S_OFF(max_output_mb), 0,
+     NULL},
     {"artifacts", CB_FK_CHOICE, S_NO, "", "all", "none|images|all", "MODE", "outputs",
      "files written in the working dir returned as outputs", S_K, S_OFF(artifacts), 0, NULL},
     {"artifact-max-file", CB_FK_SIZE_MB, 1, S_NUM(CB_OPT_MAX_ARTIFACT_FILE_MB), "MiB",
@@ -252,14 +252,12 @@ int cb_flags_set(cb_config_t *c, const cb_flag_t *f, const char *val, char *err,
     }
     if (f->check != NULL) {
         char why[CB_FLAG_ERR_MAX];
-        if (f->check(val, why, sizeof why) < 0)
-            return s_fail(err, len, "--%s: %s", f->name, why);
+        if (f->check(val, why, sizeof why) < 0) return s_fail(err, len, "--%s: %s", f->name, why);
     }
     if (f->who & CB_FLAG_REPEAT) {
         size_t *n = s_field(c, f->count_off);
         if (*n >= CB_FLAG_REPEAT_MAX)
-            return s_fail(err, len, "--%s: given more than %d times", f->name,
-                          CB_FLAG_REPEAT_MAX);
+            return s_fail(err, len, "--%s: given more than %d times", f->name, CB_FLAG_REPEAT_MAX);
         ((const char **) p)[(*n)++] = val;
     } else {
         *(const char **) p = val;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define CB_FLAG_REPEAT_MAX 32  /* values of one repeatable flag (--ro-bind, --env) */
+#define CB_FLAG_REPEAT_MAX 32   /* values of one repeatable flag (--ro-bind, --env) */
 #define CB_FLAG_VALUE_MAX  4200 /* bytes of one flag value */
 #define CB_FLAG_NUM_MAX    32   /* bytes of a number rendered for the launcher */
 #define CB_FLAG_ERR_MAX    512  /* bytes of one parse error message */
@@ -44,30 +44,30 @@ typedef enum {
 /* Every flag's value.  Defaults come from the table (cb_config_defaults). */
 typedef struct {
     /* sandbox: read by the launcher */
-    const char *sandbox;                         /* full | none */
-    long memory_mb;                              /* --memory */
-    long pids;                                   /* --pids */
-    double cpus;                                 /* --cpus */
-    long disk_mb;                                /* --disk */
-    long open_files;                             /* --open-files */
-    const char *network;                         /* none | host */
-    long uid, gid;                               /* 0 = the launcher's default */
-    const char *ro_bind[CB_FLAG_REPEAT_MAX];     /* HOST:SANDBOX values */
-    size_t n_ro_bind;                            /* used entries of ro_bind */
-    bool require_limits;                         /* --require-limits */
-    const char *log_level;                       /* debug | info | warning | error | critical */
-    const char *python;                          /* sandboxed interpreter */
-    const char *runner;                          /* runner.py on the host (NULL = installed one) */
+    const char *sandbox;                     /* full | none */
+    long memory_mb;                          /* --memory */
+    long pids;                               /* --pids */
+    double cpus;                             /* --cpus */
+    long disk_mb;                            /* --disk */
+    long open_files;                         /* --open-files */
+    const char *network;                     /* none | host */
+    long uid, gid;                           /* 0 = the launcher's default */
+    const char *ro_bind[CB_FLAG_REPEAT_MAX]; /* HOST:SANDBOX values */
+    size_t n_ro_bind;                        /* used entries of ro_bind */
+    bool require_limits;                     /* --require-limits */
+    const char *log_level;                   /* debug | info | warning | error | critical */
+    const char *python;                      /* sandboxed interpreter */
+    const char *runner;                      /* runner.py on the host (NULL = installed one) */
     /* kernel and `cellblock run` */
-    const char *connection_file;                 /* -f */
-    const char *launcher;                        /* NULL = the installed one */
-    long timeout_s;                              /* per cell, 0 = none */
-    long max_output_mb;                          /* output bytes per cell */
-    const char *artifacts;                       /* none | images | all */
-    long artifact_max_file_mb;                   /* per file */
-    long artifact_max_cell_mb;                   /* per cell */
-    long artifact_max_files;                     /* per cell */
-    const char *preload;                         /* comma-separated modules, or NULL */
+    const char *connection_file; /* -f */
+    const char *launcher;        /* NULL = the installed one */
+    long timeout_s;              /* per cell, 0 = none */
+    long max_output_mb;          /* output bytes per cell */
+    const char *artifacts;       /* none | images | all */
+    long artifact_max_file_mb;   /* per file */
+    long artifact_max_cell_mb;   /* per cell */
+    long artifact_max_files;     /* per cell */
+    const char *preload;         /* comma-separated modules, or NULL */
 } cb_config_t;
 
 typedef struct {

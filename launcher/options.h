@@ -27,22 +27,22 @@ typedef struct {
 } cb_ro_bind_t;
 
 typedef struct {
-    cb_sandbox_mode_t sandbox;                  /* --sandbox */
-    long memory_mb;                             /* --memory */
-    long pids;                                  /* --pids */
-    double cpus;                                /* --cpus */
-    long disk_mb;                               /* --disk */
-    long open_files;                            /* --open-files */
-    bool network_host;                          /* --network host */
-    uid_t uid;                                  /* --uid (used when launched as root) */
-    gid_t gid;                                  /* --gid */
-    bool require_limits;                        /* --require-limits */
-    cb_log_level_t log_level;                   /* --log-level */
-    const char *python;                         /* --python (borrowed from argv) */
-    const char *runner;                         /* --runner (borrowed from argv) */
-    cb_ro_bind_t ro_binds[CB_FLAG_REPEAT_MAX];   /* --ro-bind */
-    size_t n_ro_binds;                          /* used entries of ro_binds */
-    bool help;                                  /* --help was given */
+    cb_sandbox_mode_t sandbox;                 /* --sandbox */
+    long memory_mb;                            /* --memory */
+    long pids;                                 /* --pids */
+    double cpus;                               /* --cpus */
+    long disk_mb;                              /* --disk */
+    long open_files;                           /* --open-files */
+    bool network_host;                         /* --network host */
+    uid_t uid;                                 /* --uid (used when launched as root) */
+    gid_t gid;                                 /* --gid */
+    bool require_limits;                       /* --require-limits */
+    cb_log_level_t log_level;                  /* --log-level */
+    const char *python;                        /* --python (borrowed from argv) */
+    const char *runner;                        /* --runner (borrowed from argv) */
+    cb_ro_bind_t ro_binds[CB_FLAG_REPEAT_MAX]; /* --ro-bind */
+    size_t n_ro_binds;                         /* used entries of ro_binds */
+    bool help;                                 /* --help was given */
 } cb_options_t;
 
 /* Parses argv.  0 ok (opts filled; opts->help may be set), -1 bad usage with

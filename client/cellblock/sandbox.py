@@ -374,6 +374,15 @@ class Sandbox:
         rc = reply["content"]
         ex.execution_count = rc.get("execution_count")
         ex.reply_metadata = reply.get("metadata") or {}
+        # Only the kernel's own collector vouches for a file: an artifact is
+        # real when the reply lists it (path and sha256); any other bundle
+        # claiming to be one (code in the sandbox can display anything) is
+        # kept as a plain display.
+        listed = (ex.reply_metadata.get("cellblock") or {}).get("artifacts") or []
+        vouched = {(a.get("path"), a.get("sha256")) for a in listed if isinstance(a, dict)}
+        for r in ex.results:
+            if r.artifact and (r.artifact.get("path"), r.artifact.get("sha256")) not in vouched:
+                r.demote_artifact()
         if rc.get("status") == "error" and ex.error is None:
             ex.error = ExecutionError(rc.get("ename", ""), rc.get("evalue", ""), rc.get("traceback", []))
             if on_error and not interrupted:
