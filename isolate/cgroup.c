@@ -118,14 +118,14 @@ cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgr
     char ctrl[CB_CGROUP_FILE_MAX];
     if (access(parent, W_OK) < 0) {
         cb_fmt_why(why, why_len,
-                   "cgroup v2 %s is not writable (not delegated); run the kernel in a delegated "
-                   "cgroup, e.g. systemd-run --user -p Delegate=yes --scope jupyter ...",
-                   parent);
+              "cgroup v2 %s is not writable (not delegated); run the kernel in a delegated "
+              "cgroup, e.g. systemd-run --user -p Delegate=yes --scope jupyter ...",
+              parent);
         return NULL;
     }
     if (cb_cgroup_read(parent, "cgroup.subtree_control", ctrl, sizeof ctrl) < 0) {
         cb_fmt_why(why, why_len, "cgroup v2 %s: cannot read cgroup.subtree_control: %s", parent,
-                   strerror(errno));
+              strerror(errno));
         return NULL;
     }
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
@@ -133,12 +133,11 @@ cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgr
         char add[CB_OPT_MAX_NAME];
         (void) snprintf(add, sizeof add, "+%s", need[i]);
         if (cb_cgroup_write(parent, "cgroup.subtree_control", add) < 0) {
-            cb_fmt_why(
-                why, why_len,
-                "cgroup v2 %s: controller %s is not enabled for children and cannot be "
-                "enabled (%s); delegate it (systemd: Delegate=yes) and start the kernel in a "
-                "leaf of that subtree",
-                parent, need[i], strerror(errno));
+            cb_fmt_why(why, why_len,
+                  "cgroup v2 %s: controller %s is not enabled for children and cannot be "
+                  "enabled (%s); delegate it (systemd: Delegate=yes) and start the kernel in a "
+                  "leaf of that subtree",
+                  parent, need[i], strerror(errno));
             return NULL;
         }
     }
@@ -151,8 +150,7 @@ cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgr
     char v[CB_OPT_MAX_NAME];
     (void) snprintf(v, sizeof v, "%lld", (long long) lim->memory_mb << 20);
     if (cb_cgroup_write(cg->dir, "memory.max", v) < 0) {
-        cb_fmt_why(why, why_len, "cgroup v2: cannot set memory.max in %s: %s", cg->dir,
-                   strerror(errno));
+        cb_fmt_why(why, why_len, "cgroup v2: cannot set memory.max in %s: %s", cg->dir, strerror(errno));
         goto fail;
     }
     /* memory.swap.max is absent without swap accounting; no swap then */
@@ -160,15 +158,13 @@ cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgr
     (void) cb_cgroup_write(cg->dir, "memory.oom.group", "1");
     (void) snprintf(v, sizeof v, "%ld", lim->pids);
     if (cb_cgroup_write(cg->dir, "pids.max", v) < 0) {
-        cb_fmt_why(why, why_len, "cgroup v2: cannot set pids.max in %s: %s", cg->dir,
-                   strerror(errno));
+        cb_fmt_why(why, why_len, "cgroup v2: cannot set pids.max in %s: %s", cg->dir, strerror(errno));
         goto fail;
     }
     (void) snprintf(v, sizeof v, "%ld %ld", (long) (lim->cpus * CB_CGROUP_CPU_PERIOD_US),
                     CB_CGROUP_CPU_PERIOD_US);
     if (cb_cgroup_write(cg->dir, "cpu.max", v) < 0) {
-        cb_fmt_why(why, why_len, "cgroup v2: cannot set cpu.max in %s: %s", cg->dir,
-                   strerror(errno));
+        cb_fmt_why(why, why_len, "cgroup v2: cannot set cpu.max in %s: %s", cg->dir, strerror(errno));
         goto fail;
     }
     return cg;
@@ -224,9 +220,9 @@ cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *na
     }
     if (cg->v1_dir[V1_MEMORY] == NULL || cg->v1_dir[V1_PIDS] == NULL) {
         cb_fmt_why(why, why_len,
-                   "cgroup v1: the memory and pids hierarchies under %s are not writable by the "
-                   "launcher (run the kernel as root, or on a cgroup v2 host with delegation)",
-                   root);
+              "cgroup v1: the memory and pids hierarchies under %s are not writable by the "
+              "launcher (run the kernel as root, or on a cgroup v2 host with delegation)",
+              root);
         goto fail;
     }
     char v[CB_OPT_MAX_NAME];
