@@ -8,6 +8,7 @@
 #include "artifacts/artifacts.h"
 #include "artifacts/artifacts_limits.h"
 #include "limits.h"
+#include "proxy/rules.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -40,6 +41,9 @@ enum {
     O_ART_CELL,
     O_ART_COUNT,
     O_PRELOAD,
+    O_NET_RESOLVE,
+    O_NET_CONNS,
+    O_NET_BYTES,
     O_HELP,
     O_VERSION,
 };
@@ -70,6 +74,12 @@ void cb_opts_usage(FILE *f) {
         "  --timeout SECONDS         wall-clock limit per cell, 0 = none (default %d)\n"
         "  --max-output SIZE         stdout+stderr bytes published per cell (default %d MiB)\n"
         "  --network none|host       'none': loopback only (default none)\n"
+        "  --network allow:HOST[:PORT],...  loopback only, plus an HTTP(S) proxy outside\n"
+        "                            that reaches only these hosts (no port: 80 and 443;\n"
+        "                            *.example.com: the names below it)\n"
+        "  --network-resolve NAME=ADDR  the proxy resolves NAME to ADDR (repeatable)\n"
+        "  --network-max-conns N     proxy: concurrent connections (default %d)\n"
+        "  --network-max-bytes SIZE  proxy: bytes relayed per session (default %d MiB)\n"
         "  --uid N, --gid N          ids the code runs as when the kernel is root (default %d)\n"
         "  --ro-bind HOST:SANDBOX    expose a host path read-only inside (repeatable)\n"
         "  --require-limits          fail instead of falling back to rlimits without cgroups\n"
@@ -85,7 +95,8 @@ void cb_opts_usage(FILE *f) {
         "  --launcher PATH, --runner PATH  override the installed helper paths\n"
         "  -h, --help, --version\n",
         CB_DEFAULT_MEMORY_MB, CB_DEFAULT_PIDS, CB_DEFAULT_CPUS, CB_DEFAULT_DISK_MB,
-        CB_DEFAULT_OPEN_FILES, CB_DEFAULT_TIMEOUT_S, CB_DEFAULT_MAX_OUTPUT_MB, CB_SANDBOX_UID,
+        CB_DEFAULT_OPEN_FILES, CB_DEFAULT_TIMEOUT_S, CB_DEFAULT_MAX_OUTPUT_MB,
+        CB_PROXY_DEFAULT_MAX_CONNS, CB_PROXY_DEFAULT_MAX_MB, CB_SANDBOX_UID,
         CB_ARTIFACTS_DEFAULT_MAX_FILE_BYTES >> 20, CB_ARTIFACTS_DEFAULT_MAX_CELL_BYTES >> 20,
         CB_ARTIFACTS_DEFAULT_MAX_FILES);
 }
@@ -197,6 +208,9 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
         {"artifact-max-cell", required_argument, 0, O_ART_CELL},
         {"artifact-max-files", required_argument, 0, O_ART_COUNT},
         {"preload", required_argument, 0, O_PRELOAD},
+        {"network-resolve", required_argument, 0, O_NET_RESOLVE},
+        {"network-max-conns", required_argument, 0, O_NET_CONNS},
+        {"network-max-bytes", required_argument, 0, O_NET_BYTES},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0},
@@ -230,7 +244,39 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
         case O_MAXOUTPUT:
             rc = s_size_mb("--max-output", optarg, 1L << 20, &o->max_output_mb);
             break;
-        case O_NETWORK: rc = s_choice("--network", optarg, networks, &o->network); break;
+        case O_NETWORK:
+            if (strncmp(optarg, "allow:", 6) == 0) { /* the egress proxy's allowlist */
+                static cb_rules_t rules;
+                char why[256];
+                cb_rules_init(&rules);
+                if (cb_rules_parse(&rules, optarg + 6, why, sizeof why) < 0)
+                    rc = s_bad("--network", optarg, why);
+                else
+                    o->network = optarg;
+            } else {
+                rc = s_choice("--network", optarg, networks, &o->network);
+            }
+            break;
+        case O_NET_RESOLVE: {
+            static cb_rules_t pins;
+            char why[256];
+            cb_rules_init(&pins);
+            if (o->n_network_resolve == CB_PROXY_PINS_MAX)
+                rc = s_bad("--network-resolve", optarg, "too many");
+            else if (cb_rules_add_pin(&pins, optarg, why, sizeof why) < 0)
+                rc = s_bad("--network-resolve", optarg, why);
+            else
+                o->network_resolve[o->n_network_resolve++] = optarg;
+            break;
+        }
+        case O_NET_CONNS:
+            rc = s_long("--network-max-conns", optarg, 1, CB_PROXY_MAX_CONNS_LIMIT,
+                        &o->network_max_conns);
+            break;
+        case O_NET_BYTES:
+            rc = s_size_mb("--network-max-bytes", optarg, CB_PROXY_MAX_MB_LIMIT,
+                           &o->network_max_mb);
+            break;
         case O_UID: rc = s_long("--uid", optarg, 1, 0x7fffffffL, &o->uid); break;
         case O_GID: rc = s_long("--gid", optarg, 1, 0x7fffffffL, &o->gid); break;
         case O_ROBIND:
@@ -284,6 +330,16 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
         return CB_OPTS_EXIT_USAGE;
     }
 
+    bool allow = strncmp(o->network, "allow:", 6) == 0;
+    if (o->n_network_resolve > 0 && !allow) {
+        fprintf(stderr, "cellblock-kernel: --network-resolve needs --network allow:...\n");
+        return CB_OPTS_EXIT_USAGE;
+    }
+    if (allow && strcmp(o->sandbox, "none") == 0) {
+        fprintf(stderr, "cellblock-kernel: --network allow: needs --sandbox full\n");
+        return CB_OPTS_EXIT_USAGE;
+    }
+
     /* Canonical launcher options. */
     size_t n = 0, slot = 0;
     s_fwd(o, &n, "--sandbox", o->sandbox);
@@ -294,6 +350,12 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
     s_fwd(o, &n, "--disk", s_num(o, slot++, o->disk_mb));
     s_fwd(o, &n, "--open-files", s_num(o, slot++, o->open_files));
     s_fwd(o, &n, "--network", o->network);
+    for (size_t i = 0; i < o->n_network_resolve; i++)
+        s_fwd(o, &n, "--network-resolve", o->network_resolve[i]);
+    if (o->network_max_conns > 0)
+        s_fwd(o, &n, "--network-max-conns", s_num(o, slot++, o->network_max_conns));
+    if (o->network_max_mb > 0)
+        s_fwd(o, &n, "--network-max-bytes", s_num(o, slot++, o->network_max_mb));
     if (o->uid > 0) s_fwd(o, &n, "--uid", s_num(o, slot++, o->uid));
     if (o->gid > 0) s_fwd(o, &n, "--gid", s_num(o, slot++, o->gid));
     for (size_t i = 0; i < o->n_ro_binds; i++)

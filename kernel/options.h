@@ -9,13 +9,14 @@
 #define CB_OPTIONS_H
 
 #include "log.h"
+#include "proxy/proxy_limits.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
 #define CB_OPTS_MAX_BINDS 32   /* --ro-bind occurrences */
-#define CB_OPTS_FWD_MAX   96   /* launcher argv entries we build */
+#define CB_OPTS_FWD_MAX   176  /* launcher argv entries we build */
 #define CB_OPTS_ARG_MAX   4200 /* bytes of one forwarded option value */
 #define CB_VERSION        "0.1.0"
 
@@ -33,7 +34,11 @@ typedef struct {
     long open_files;                         /* --open-files */
     long timeout_s;                          /* --timeout (0 = none) */
     long max_output_mb;                      /* --max-output */
-    const char *network;                     /* none | host */
+    const char *network;                     /* none | host | allow:SPEC */
+    const char *network_resolve[CB_PROXY_PINS_MAX]; /* --network-resolve NAME=ADDR */
+    size_t n_network_resolve;                /* used entries */
+    long network_max_conns;                  /* --network-max-conns, 0 = launcher default */
+    long network_max_mb;                     /* --network-max-bytes (MiB), 0 = default */
     long uid, gid;                           /* -1 = launcher default */
     const char *ro_binds[CB_OPTS_MAX_BINDS]; /* HOST:SANDBOX */
     size_t n_ro_binds;                       /* used entries */

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/rules.h"
+
 static int s_fail(char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int s_fail(char *err, size_t err_len, const char *fmt, ...) {
@@ -94,6 +96,8 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
     o->uid = CB_SANDBOX_UID;
     o->gid = CB_SANDBOX_UID;
     o->log_level = CB_LOG_INFO;
+    o->network_max_conns = CB_PROXY_DEFAULT_MAX_CONNS;
+    o->network_max_mb = CB_PROXY_DEFAULT_MAX_MB;
     if (err_len > 0) err[0] = '\0';
 
     for (int i = 1; i < argc; i++) {
@@ -161,8 +165,34 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
                 o->network_host = false;
             else if (strcmp(val, "host") == 0)
                 o->network_host = true;
-            else
-                return s_fail(err, err_len, "--network: '%s' is not none|host", val);
+            else if (strncmp(val, "allow:", 6) == 0) {
+                /* the egress proxy (launcher/netproxy.c): validated here too */
+                static cb_rules_t rules;
+                char why[CB_OPT_MAX_NAME * 4];
+                cb_rules_init(&rules);
+                if (cb_rules_parse(&rules, val + 6, why, sizeof why) < 0)
+                    return s_fail(err, err_len, "--network allow: %s", why);
+                o->network_host = false;
+                o->network_allow = val + 6;
+            } else
+                return s_fail(err, err_len, "--network: '%s' is not none|host|allow:HOST[:PORT],...",
+                              val);
+        } else if (strcmp(name, "--network-resolve") == 0) {
+            static cb_rules_t pins;
+            char why[CB_OPT_MAX_NAME * 4];
+            cb_rules_init(&pins);
+            if (o->n_network_resolve >= CB_PROXY_PINS_MAX ||
+                cb_rules_add_pin(&pins, val, why, sizeof why) < 0)
+                return s_fail(err, err_len, "--network-resolve: %s",
+                              o->n_network_resolve >= CB_PROXY_PINS_MAX ? "too many" : why);
+            o->network_resolve[o->n_network_resolve++] = val;
+        } else if (strcmp(name, "--network-max-conns") == 0) {
+            if (s_long(name, val, 1, CB_PROXY_MAX_CONNS_LIMIT, &o->network_max_conns, err,
+                       err_len) < 0)
+                return -1;
+        } else if (strcmp(name, "--network-max-bytes") == 0) {
+            if (s_long(name, val, 1, CB_PROXY_MAX_MB_LIMIT, &o->network_max_mb, err, err_len) < 0)
+                return -1;
         } else if (strcmp(name, "--uid") == 0) {
             if (s_long(name, val, 1, CB_OPT_MAX_ID, &v, err, err_len) < 0) return -1;
             o->uid = (uid_t) v;
@@ -193,6 +223,12 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
     if (o->help) return 0;
     if (o->python == NULL) return s_fail(err, err_len, "--python PATH is required");
     if (o->runner == NULL) return s_fail(err, err_len, "--runner FILE is required");
+    if (o->network_allow != NULL && o->sandbox == CB_SANDBOX_NONE)
+        return s_fail(err, err_len,
+                      "--network allow: needs --sandbox full (without a sandbox there is no "
+                      "allowlist to enforce)");
+    if (o->n_network_resolve > 0 && o->network_allow == NULL)
+        return s_fail(err, err_len, "--network-resolve needs --network allow:...");
     return 0;
 }
 
@@ -218,11 +254,17 @@ void cb_options_usage(int fd) {
             "  --disk MB               size of the working dir and of /tmp (default %d)\n"
             "  --open-files N          RLIMIT_NOFILE (default %d)\n"
             "  --network none|host     none: loopback only (default none)\n"
+            "  --network allow:HOST[:PORT],...  loopback only, plus an HTTP(S) proxy\n"
+            "                          outside that reaches only these hosts\n"
+            "  --network-resolve NAME=ADDR  the proxy resolves NAME to ADDR (repeatable)\n"
+            "  --network-max-conns N   proxy: concurrent connections (default %d)\n"
+            "  --network-max-bytes MB  proxy: bytes relayed per session (default %d)\n"
             "  --uid N, --gid N        runner's ids when launched as root (default %d)\n"
             "  --ro-bind HOST:SANDBOX  extra read-only bind, repeatable (max %d)\n"
             "  --require-limits        fail when cgroup limits cannot be applied\n"
             "  --log-level L           debug|info|warning|error (default info)\n"
             "  --workdir-name NAME     accepted, unused in v1\n",
             CB_DEFAULT_MEMORY_MB, CB_DEFAULT_PIDS, CB_DEFAULT_CPUS, CB_DEFAULT_DISK_MB,
-            CB_DEFAULT_OPEN_FILES, CB_SANDBOX_UID, CB_OPT_MAX_RO_BINDS);
+            CB_DEFAULT_OPEN_FILES, CB_PROXY_DEFAULT_MAX_CONNS, CB_PROXY_DEFAULT_MAX_MB,
+            CB_SANDBOX_UID, CB_OPT_MAX_RO_BINDS);
 }

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "log.h"
+#include "proxy/proxy_limits.h"
 #include "sandbox_limits.h"
 
 typedef enum {
@@ -33,6 +34,11 @@ typedef struct {
     long disk_mb;                               /* --disk */
     long open_files;                            /* --open-files */
     bool network_host;                          /* --network host */
+    const char *network_allow;                  /* --network allow:SPEC: SPEC (argv), else NULL */
+    const char *network_resolve[CB_PROXY_PINS_MAX]; /* --network-resolve NAME=ADDR (argv) */
+    size_t n_network_resolve;                   /* used entries */
+    long network_max_conns;                     /* --network-max-conns (proxy) */
+    long network_max_mb;                        /* --network-max-bytes, MiB (proxy) */
     uid_t uid;                                  /* --uid (used when launched as root) */
     gid_t gid;                                  /* --gid */
     bool require_limits;                        /* --require-limits */
