@@ -175,7 +175,7 @@ $(PROXY_BIN): $(BUILD)/obj/proxy/main.o $(PROXY_OBJ) $(BUILD)/libcellblock.a
 
 # unit tests of the proxy link its objects and libraries too
 $(PROXY_UNIT): $(PROXY_OBJ)
-$(PROXY_UNIT): PKG_LIBS += $(PROXY_OBJ) $(BUILD)/libcellblock.a $(PROXY_LIBS)
+$(PROXY_UNIT): PKG_LIBS += $(filter-out %/rules.o,$(PROXY_OBJ)) $(BUILD)/libcellblock.a $(PROXY_LIBS)
 
 .PHONY: install-proxy
 install: install-proxy

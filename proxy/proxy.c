@@ -567,6 +567,7 @@ static int s_push(int fd, s_buf_t *b) {
     ssize_t w = send(fd, b->data + b->off, b->len - b->off, MSG_NOSIGNAL);
     if (w < 0) return (errno == EAGAIN || errno == EINTR) ? 0 : -2;
     b->off += (size_t) w;
+    if (b->off == b->len) b->off = b->len = 0; /* drained: all of it is free again */
     return 1;
 }
 
