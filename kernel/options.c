@@ -274,8 +274,8 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
                         &o->network_max_conns);
             break;
         case O_NET_BYTES:
-            rc = s_size_mb("--network-max-bytes", optarg, CB_PROXY_MAX_MB_LIMIT,
-                           &o->network_max_mb);
+            rc =
+                s_size_mb("--network-max-bytes", optarg, CB_PROXY_MAX_MB_LIMIT, &o->network_max_mb);
             break;
         case O_UID: rc = s_long("--uid", optarg, 1, 0x7fffffffL, &o->uid); break;
         case O_GID: rc = s_long("--gid", optarg, 1, 0x7fffffffL, &o->gid); break;

@@ -35,10 +35,6 @@ typedef struct {
     long timeout_s;                          /* --timeout (0 = none) */
     long max_output_mb;                      /* --max-output */
     const char *network;                     /* none | host | allow:SPEC */
-    const char *network_resolve[CB_PROXY_PINS_MAX]; /* --network-resolve NAME=ADDR */
-    size_t n_network_resolve;                /* used entries */
-    long network_max_conns;                  /* --network-max-conns, 0 = launcher default */
-    long network_max_mb;                     /* --network-max-bytes (MiB), 0 = default */
     long uid, gid;                           /* -1 = launcher default */
     const char *ro_binds[CB_OPTS_MAX_BINDS]; /* HOST:SANDBOX */
     size_t n_ro_binds;                       /* used entries */
@@ -50,6 +46,12 @@ typedef struct {
     const char *preload;                     /* comma-separated modules, or NULL */
     char fwd_store[CB_OPTS_FWD_MAX][32];     /* numeric values rendered for the launcher */
     char *fwd[CB_OPTS_FWD_MAX + 1];          /* launcher options, NULL-terminated */
+
+    /* --network allow: the egress proxy (docs/SECURITY.md) */
+    const char *network_resolve[CB_PROXY_PINS_MAX]; /* --network-resolve NAME=ADDR */
+    size_t n_network_resolve;                       /* used entries */
+    long network_max_conns;                         /* --network-max-conns, 0 = default */
+    long network_max_mb;                            /* --network-max-bytes (MiB), 0 = default */
 } cb_opts_t;
 
 enum { CB_OPTS_RUN = 0, CB_OPTS_EXIT_OK = 1, CB_OPTS_EXIT_USAGE = 2 };

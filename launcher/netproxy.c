@@ -40,22 +40,22 @@
 #include "proxy/rules.h"
 #include "util.h"
 
-#define S_HIGH_FD   100 /* fds are moved above this before their final dup2 */
-#define S_ARG_BYTES 32  /* a rendered number */
+#define S_HIGH_FD             100       /* fds are moved above this before their final dup2 */
+#define S_ARG_BYTES           32        /* a rendered number */
 #define S_CLOSE_RANGE_CLOEXEC (1U << 2) /* CLOSE_RANGE_CLOEXEC (linux/close_range.h) */
 
 struct cb_netproxy {
-    const cb_options_t *opts;                   /* borrowed */
-    cb_rules_t rules;                           /* the allowlist, for the banner */
-    char bin[CB_PATH_MAX];                      /* cellblock-proxy next to us */
-    int sv[2];                                  /* [0] ours, [1] init's: the listeners */
-    int listen[CB_PROXY_LISTENERS];             /* received listeners, -1 */
-    size_t n_listen;                            /* used entries */
-    pid_t pid;                                  /* the running proxy, -1 */
-    int restarts;                               /* restarts after crashes */
-    bool stopping;                              /* we killed it */
-    char *argv[CB_PROXY_ARGS_MAX];              /* its command line */
-    char nums[CB_PROXY_ARGS_MAX][S_ARG_BYTES];  /* numbers in it */
+    const cb_options_t *opts;                  /* borrowed */
+    cb_rules_t rules;                          /* the allowlist, for the banner */
+    char bin[CB_PATH_MAX];                     /* cellblock-proxy next to us */
+    int sv[2];                                 /* [0] ours, [1] init's: the listeners */
+    int listen[CB_PROXY_LISTENERS];            /* received listeners, -1 */
+    size_t n_listen;                           /* used entries */
+    pid_t pid;                                 /* the running proxy, -1 */
+    int restarts;                              /* restarts after crashes */
+    bool stopping;                             /* we killed it */
+    char *argv[CB_PROXY_ARGS_MAX];             /* its command line */
+    char nums[CB_PROXY_ARGS_MAX][S_ARG_BYTES]; /* numbers in it */
 };
 
 static void s_close_fd(int *fd) {
@@ -439,8 +439,7 @@ bool cb_netproxy_reaped(cb_netproxy_t *np, pid_t pid, int status) {
         if (s_spawn(np, err, sizeof err) == 0) return true;
         LOG_E("%s", err);
     }
-    LOG_E("the egress proxy %s and is not restarted again: the sandbox has no network now",
-          how);
+    LOG_E("the egress proxy %s and is not restarted again: the sandbox has no network now", how);
     for (size_t i = 0; i < CB_PROXY_LISTENERS; i++)
         s_close_fd(&np->listen[i]); /* connections are refused rather than left waiting */
     return true;

@@ -175,8 +175,8 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
                 o->network_host = false;
                 o->network_allow = val + 6;
             } else
-                return s_fail(err, err_len, "--network: '%s' is not none|host|allow:HOST[:PORT],...",
-                              val);
+                return s_fail(err, err_len,
+                              "--network: '%s' is not none|host|allow:HOST[:PORT],...", val);
         } else if (strcmp(name, "--network-resolve") == 0) {
             static cb_rules_t pins;
             char why[CB_OPT_MAX_NAME * 4];

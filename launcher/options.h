@@ -34,11 +34,6 @@ typedef struct {
     long disk_mb;                               /* --disk */
     long open_files;                            /* --open-files */
     bool network_host;                          /* --network host */
-    const char *network_allow;                  /* --network allow:SPEC: SPEC (argv), else NULL */
-    const char *network_resolve[CB_PROXY_PINS_MAX]; /* --network-resolve NAME=ADDR (argv) */
-    size_t n_network_resolve;                   /* used entries */
-    long network_max_conns;                     /* --network-max-conns (proxy) */
-    long network_max_mb;                        /* --network-max-bytes, MiB (proxy) */
     uid_t uid;                                  /* --uid (used when launched as root) */
     gid_t gid;                                  /* --gid */
     bool require_limits;                        /* --require-limits */
@@ -49,6 +44,13 @@ typedef struct {
     cb_ro_bind_t ro_binds[CB_OPT_MAX_RO_BINDS]; /* --ro-bind */
     size_t n_ro_binds;                          /* used entries of ro_binds */
     bool help;                                  /* --help was given */
+
+    /* --network allow: the egress proxy (launcher/netproxy.c) */
+    const char *network_allow;                      /* SPEC after "allow:" (argv), else NULL */
+    const char *network_resolve[CB_PROXY_PINS_MAX]; /* --network-resolve NAME=ADDR (argv) */
+    size_t n_network_resolve;                       /* used entries */
+    long network_max_conns;                         /* --network-max-conns */
+    long network_max_mb;                            /* --network-max-bytes, MiB */
 } cb_options_t;
 
 /* Parses argv.  0 ok (opts filled; opts->help may be set), -1 bad usage with

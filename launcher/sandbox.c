@@ -421,10 +421,8 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
                     "cellblock sandbox: namespaces %spid,mount,%.160s,ipc,uts,cgroup; uid %lu; %s; "
                     "disk %ld MiB tmpfs (home, /tmp); open files %ld; seccomp allowlist "
                     "(%u syscalls, native ABI only); %s; no capabilities, no_new_privs",
-                    sb->userns ? "user," : "",
-                    net,
-                    (unsigned long) sb->uid, sb->limits_desc, sb->opts->disk_mb,
-                    sb->opts->open_files, sb->filter.n_allowed, ll);
+                    sb->userns ? "user," : "", net, (unsigned long) sb->uid, sb->limits_desc,
+                    sb->opts->disk_mb, sb->opts->open_files, sb->filter.n_allowed, ll);
 }
 
 static int s_plan(cb_sandbox_t *sb) {

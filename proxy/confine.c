@@ -35,7 +35,7 @@
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
 #define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
 #endif
-#define S_LL_IOCTL_DEV     (1ULL << 15) /* LANDLOCK_ACCESS_FS_IOCTL_DEV, ABI 5 */
+#define S_LL_IOCTL_DEV      (1ULL << 15) /* LANDLOCK_ACCESS_FS_IOCTL_DEV, ABI 5 */
 #define S_LL_SCOPE_ABSTRACT (1ULL << 0)  /* LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, ABI 6 */
 #define S_LL_SCOPE_SIGNAL   (1ULL << 1)  /* LANDLOCK_SCOPE_SIGNAL, ABI 6 */
 
@@ -44,16 +44,53 @@
 static const char *const s_readable[] = {"/etc/hosts", "/dev/urandom"};
 
 static const char *const s_allow[] = {
-    "read",          "write",        "readv",       "writev",      "recvfrom",
-    "sendto",        "recvmsg",      "sendmsg",     "close",       "poll",
-    "ppoll",         "accept4",      "connect",     "getsockopt",  "setsockopt",
-    "getsockname",   "getpeername",  "shutdown",    "fcntl",       "fstat",
-    "newfstatat",    "lseek",        "mmap",        "munmap",      "mremap",
-    "brk",           "madvise",      "mprotect",    "clock_gettime", "gettimeofday",
-    "getrandom",     "exit",         "exit_group",  "rt_sigreturn", "rt_sigprocmask",
-    "getpid",        "gettid",       "futex",       "restart_syscall", "bind",
-    "sched_yield",   "clock_nanosleep", "nanosleep", "getuid",     "geteuid",
-    "getgid",        "getegid",
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "recvfrom",
+    "sendto",
+    "recvmsg",
+    "sendmsg",
+    "close",
+    "poll",
+    "ppoll",
+    "accept4",
+    "connect",
+    "getsockopt",
+    "setsockopt",
+    "getsockname",
+    "getpeername",
+    "shutdown",
+    "fcntl",
+    "fstat",
+    "newfstatat",
+    "lseek",
+    "mmap",
+    "munmap",
+    "mremap",
+    "brk",
+    "madvise",
+    "mprotect",
+    "clock_gettime",
+    "gettimeofday",
+    "getrandom",
+    "exit",
+    "exit_group",
+    "rt_sigreturn",
+    "rt_sigprocmask",
+    "getpid",
+    "gettid",
+    "futex",
+    "restart_syscall",
+    "bind",
+    "sched_yield",
+    "clock_nanosleep",
+    "nanosleep",
+    "getuid",
+    "geteuid",
+    "getgid",
+    "getegid",
 };
 
 static int s_drop_root(char *why, size_t len) {
@@ -138,19 +175,24 @@ static int s_seccomp(char *why, size_t len) {
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
     }
     /* sockets: the network only */
-    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-                                       SCMP_A0(SCMP_CMP_EQ, AF_INET));
-    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-                                       SCMP_A0(SCMP_CMP_EQ, AF_INET6));
+    if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+                              SCMP_A0(SCMP_CMP_EQ, AF_INET));
+    if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+                              SCMP_A0(SCMP_CMP_EQ, AF_INET6));
     /* files: read-only opens */
     scmp_datum_t wmask = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_TMPFILE;
-    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
-                                       SCMP_A2(SCMP_CMP_MASKED_EQ, wmask, 0));
+    if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+                              SCMP_A2(SCMP_CMP_MASKED_EQ, wmask, 0));
     /* ioctl: FIONBIO / FIONREAD only (c-ares) */
-    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-                                       SCMP_A1(SCMP_CMP_EQ, FIONBIO));
-    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-                                       SCMP_A1(SCMP_CMP_EQ, FIONREAD));
+    if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                              SCMP_A1(SCMP_CMP_EQ, FIONBIO));
+    if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                              SCMP_A1(SCMP_CMP_EQ, FIONREAD));
     if (rc == 0) rc = seccomp_load(ctx);
     seccomp_release(ctx);
     if (rc != 0) {

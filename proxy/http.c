@@ -70,8 +70,7 @@ static int s_authority(const char *a, size_t len, uint16_t dflt, cb_http_req_t *
     }
     if (hl == 0 || hl >= sizeof req->host) return -1;
     for (size_t i = 0; i < hl; i++)
-        if (isspace((unsigned char) h[i]) || h[i] == '@' || h[i] == '/' || h[i] == '\\')
-            return -1;
+        if (isspace((unsigned char) h[i]) || h[i] == '@' || h[i] == '/' || h[i] == '\\') return -1;
     memcpy(req->host, h, hl);
     req->host[hl] = '\0';
     if (port == NULL) {
@@ -131,8 +130,7 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
     bool need_host = false;
     if (strcmp(req->method, "CONNECT") == 0) {
         req->kind = CB_HTTP_CONNECT;
-        if (s_authority(tgt, tl, 0, req) < 0)
-            return s_bad(why, "CONNECT needs HOST:PORT", 400);
+        if (s_authority(tgt, tl, 0, req) < 0) return s_bad(why, "CONNECT needs HOST:PORT", 400);
     } else {
         req->kind = CB_HTTP_FORWARD;
         if (s_iprefix(tgt, tl, "http://")) {
@@ -201,9 +199,15 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
 }
 
 static bool s_hop_by_hop(const char *name, size_t len) {
-    static const char *const hop[] = {"host",      "connection", "proxy-connection",
-                                      "keep-alive", "proxy-authorization",
-                                      "proxy-authenticate", "te", "trailer", "upgrade"};
+    static const char *const hop[] = {"host",
+                                      "connection",
+                                      "proxy-connection",
+                                      "keep-alive",
+                                      "proxy-authorization",
+                                      "proxy-authenticate",
+                                      "te",
+                                      "trailer",
+                                      "upgrade"};
     for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
         if (s_ieq(name, len, hop[i])) return true;
     return false;

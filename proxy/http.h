@@ -25,13 +25,13 @@ typedef enum {
 } cb_http_kind_t;
 
 typedef struct {
-    cb_http_kind_t kind;               /* what to do */
-    char method[CB_PROXY_METHOD_MAX];  /* "GET", "CONNECT", ... */
-    char host[CB_PROXY_NAME_MAX + 3];  /* host as sent (IPv6 keeps its brackets) */
-    uint16_t port;                     /* explicit or 80 */
-    int minor;                         /* HTTP/1.<minor> */
-    size_t head_len;                   /* bytes of the head, blank line included */
-    size_t path_off, path_len;         /* FORWARD: origin-form target in the buffer */
+    cb_http_kind_t kind;              /* what to do */
+    char method[CB_PROXY_METHOD_MAX]; /* "GET", "CONNECT", ... */
+    char host[CB_PROXY_NAME_MAX + 3]; /* host as sent (IPv6 keeps its brackets) */
+    uint16_t port;                    /* explicit or 80 */
+    int minor;                        /* HTTP/1.<minor> */
+    size_t head_len;                  /* bytes of the head, blank line included */
+    size_t path_off, path_len;        /* FORWARD: origin-form target in the buffer */
 } cb_http_req_t;
 
 enum { CB_HTTP_INCOMPLETE = 0, CB_HTTP_OK = 1 };

@@ -47,43 +47,43 @@
 typedef enum { S_HEAD, S_RESOLVE, S_CONNECT, S_TUNNEL, S_REPLY, S_LINGER } s_state_t;
 
 typedef struct {
-    char *data;  /* CB_PROXY_BUF bytes, allocated when the tunnel opens */
-    size_t off;  /* first byte not yet written */
-    size_t len;  /* end of the bytes held */
+    char *data; /* CB_PROXY_BUF bytes, allocated when the tunnel opens */
+    size_t off; /* first byte not yet written */
+    size_t len; /* end of the bytes held */
 } s_buf_t;
 
 typedef struct {
-    uint64_t id;                                /* serial, for the log */
-    size_t slot;                                /* index in the table */
-    s_state_t state;                            /* see the diagram */
-    int cfd;                                    /* the sandbox side */
-    int ufd;                                    /* the upstream, -1 before CONNECT */
-    char head[CB_PROXY_HEAD_MAX + 1];           /* request head (NUL after the bytes) */
-    size_t head_len;                            /* bytes in head */
-    cb_http_req_t req;                          /* the parsed head */
-    char host[CB_PROXY_NAME_MAX + 1];           /* normalised target host */
-    int rule;                                   /* the rule that allowed it, -1 */
-    bool trusted;                               /* addresses named by the operator */
+    uint64_t id;                                       /* serial, for the log */
+    size_t slot;                                       /* index in the table */
+    s_state_t state;                                   /* see the diagram */
+    int cfd;                                           /* the sandbox side */
+    int ufd;                                           /* the upstream, -1 before CONNECT */
+    char head[CB_PROXY_HEAD_MAX + 1];                  /* request head (NUL after the bytes) */
+    size_t head_len;                                   /* bytes in head */
+    cb_http_req_t req;                                 /* the parsed head */
+    char host[CB_PROXY_NAME_MAX + 1];                  /* normalised target host */
+    int rule;                                          /* the rule that allowed it, -1 */
+    bool trusted;                                      /* addresses named by the operator */
     struct sockaddr_storage addrs[CB_PROXY_ADDRS_MAX]; /* candidates, port set */
-    size_t n_addrs;                             /* used entries */
-    size_t next_addr;                           /* the one to try next */
-    char refusal[CB_PROXY_REASON_MAX];          /* why addresses were skipped */
-    int last_err;                               /* errno of the last connect */
-    s_buf_t c2u;                                /* sandbox -> upstream */
-    s_buf_t u2c;                                /* upstream -> sandbox */
-    bool c_eof;                                 /* the sandbox side sent EOF */
-    bool u_eof;                                 /* the upstream sent EOF */
-    bool u_shut;                                /* we sent EOF upstream */
-    char reply[CB_PROXY_REPLY_MAX];             /* an error reply */
-    size_t reply_len, reply_off;                /* its bytes, bytes sent */
-    int64_t deadline;                           /* state deadline (ms, monotonic) */
-    int64_t started;                            /* accept time */
-    uint64_t up, down;                          /* bytes relayed each way */
+    size_t n_addrs;                                    /* used entries */
+    size_t next_addr;                                  /* the one to try next */
+    char refusal[CB_PROXY_REASON_MAX];                 /* why addresses were skipped */
+    int last_err;                                      /* errno of the last connect */
+    s_buf_t c2u;                                       /* sandbox -> upstream */
+    s_buf_t u2c;                                       /* upstream -> sandbox */
+    bool c_eof;                                        /* the sandbox side sent EOF */
+    bool u_eof;                                        /* the upstream sent EOF */
+    bool u_shut;                                       /* we sent EOF upstream */
+    char reply[CB_PROXY_REPLY_MAX];                    /* an error reply */
+    size_t reply_len, reply_off;                       /* its bytes, bytes sent */
+    int64_t deadline;                                  /* state deadline (ms, monotonic) */
+    int64_t started;                                   /* accept time */
+    uint64_t up, down;                                 /* bytes relayed each way */
 } s_conn_t;
 
 typedef struct {
-    int fd;        /* a c-ares socket */
-    bool r, w;     /* what it waits for */
+    int fd;    /* a c-ares socket */
+    bool r, w; /* what it waits for */
 } s_ares_sock_t;
 
 typedef enum { S_PF_LISTEN, S_PF_CLIENT, S_PF_UPSTREAM, S_PF_ARES } s_pf_kind_t;
@@ -377,8 +377,8 @@ static void s_try_connect(cb_proxy_t *p, s_conn_t *c) {
     s_close_fd(&c->ufd);
     while (c->next_addr < c->n_addrs) {
         const struct sockaddr_storage *ss = &c->addrs[c->next_addr++];
-        socklen_t sl = ss->ss_family == AF_INET ? sizeof(struct sockaddr_in)
-                                                : sizeof(struct sockaddr_in6);
+        socklen_t sl =
+            ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
         int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
             c->last_err = errno;
@@ -437,7 +437,8 @@ static void s_connected(cb_proxy_t *p, s_conn_t *c) {
     cb_ipaddr_from_sa(&sip, (struct sockaddr *) &self);
     cb_ipaddr_from_sa(&wip, (const struct sockaddr *) want);
     const char *why = s_addr_refused(c, &pip);
-    if (!cb_ipaddr_equal(&pip, &wip) || why != NULL || (!c->trusted && cb_ipaddr_equal(&pip, &sip))) {
+    if (!cb_ipaddr_equal(&pip, &wip) || why != NULL ||
+        (!c->trusted && cb_ipaddr_equal(&pip, &sip))) {
         char a[INET6_ADDRSTRLEN];
         cb_ipaddr_str(&pip, a, sizeof a);
         s_deny(p, c, 403, "%s led to %s, %s", c->host, a,
@@ -575,8 +576,10 @@ static void s_relay(cb_proxy_t *p, s_conn_t *c, short crev, short urev) {
     bool progress = false;
     for (int round = 0; round < CB_PROXY_IO_ROUNDS; round++) {
         int r1 = 0, r2 = 0, r3 = 0, r4 = 0;
-        if (!c->c_eof && (crev & (POLLIN | POLLHUP | POLLERR))) r1 = s_pull(p, c->cfd, &c->c2u, &c->up);
-        if (!c->u_eof && (urev & (POLLIN | POLLHUP | POLLERR))) r2 = s_pull(p, c->ufd, &c->u2c, &c->down);
+        if (!c->c_eof && (crev & (POLLIN | POLLHUP | POLLERR)))
+            r1 = s_pull(p, c->cfd, &c->c2u, &c->up);
+        if (!c->u_eof && (urev & (POLLIN | POLLHUP | POLLERR)))
+            r2 = s_pull(p, c->ufd, &c->u2c, &c->down);
         r3 = s_push(c->ufd, &c->c2u);
         r4 = s_push(c->cfd, &c->u2c);
         if (r1 == -2 || r2 == -2 || r3 == -2 || r4 == -2) {
@@ -663,7 +666,9 @@ static void s_accept(cb_proxy_t *p, int lfd) {
 static void s_timeout(cb_proxy_t *p, s_conn_t *c) {
     char t[CB_PROXY_NAME_MAX + 16];
     switch (c->state) {
-    case S_HEAD: s_deny(p, c, 408, "no complete request head within %ld ms", p->cfg.head_timeout_ms); break;
+    case S_HEAD:
+        s_deny(p, c, 408, "no complete request head within %ld ms", p->cfg.head_timeout_ms);
+        break;
     case S_RESOLVE: s_deny(p, c, 504, "resolving %s timed out", c->host); break;
     case S_CONNECT:
         c->last_err = ETIMEDOUT;
@@ -727,7 +732,8 @@ static void s_on_client(cb_proxy_t *p, s_conn_t *c, short rev) {
     if (c->state == S_HEAD) {
         s_on_head(p, c);
     } else if (c->state == S_REPLY) {
-        ssize_t w = send(c->cfd, c->reply + c->reply_off, c->reply_len - c->reply_off, MSG_NOSIGNAL);
+        ssize_t w =
+            send(c->cfd, c->reply + c->reply_off, c->reply_len - c->reply_off, MSG_NOSIGNAL);
         if (w < 0 && errno != EAGAIN && errno != EINTR) {
             s_close(p, c);
             return;

@@ -16,17 +16,17 @@
 #include "proxy/rules.h"
 
 typedef struct {
-    cb_rules_t rules;                    /* what is allowed (copied) */
-    int listen_fds[CB_PROXY_LISTENERS];  /* listening sockets (borrowed, non-blocking set here) */
-    size_t n_listen;                     /* used entries */
-    long max_conns;                      /* concurrent connections */
-    long max_total;                      /* connections per session */
-    uint64_t max_bytes;                  /* bytes relayed per session (both directions) */
-    long head_timeout_ms;                /* request head must arrive within */
-    long resolve_timeout_ms;             /* name resolution */
-    long connect_timeout_ms;             /* one connect attempt */
-    long idle_timeout_ms;                /* tunnel without traffic */
-    const char *dns_servers;             /* "IP[:PORT],..." or NULL: /etc/resolv.conf */
+    cb_rules_t rules;                   /* what is allowed (copied) */
+    int listen_fds[CB_PROXY_LISTENERS]; /* listening sockets (borrowed, non-blocking set here) */
+    size_t n_listen;                    /* used entries */
+    long max_conns;                     /* concurrent connections */
+    long max_total;                     /* connections per session */
+    uint64_t max_bytes;                 /* bytes relayed per session (both directions) */
+    long head_timeout_ms;               /* request head must arrive within */
+    long resolve_timeout_ms;            /* name resolution */
+    long connect_timeout_ms;            /* one connect attempt */
+    long idle_timeout_ms;               /* tunnel without traffic */
+    const char *dns_servers;            /* "IP[:PORT],..." or NULL: /etc/resolv.conf */
 } cb_proxy_cfg_t;
 
 typedef struct {

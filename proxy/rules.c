@@ -18,7 +18,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-static int s_fail(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int s_fail(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int s_fail(char *why, size_t len, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -285,7 +286,8 @@ bool cb_ipaddr_equal(const cb_ipaddr_t *x, const cb_ipaddr_t *y) {
 
 void cb_ipaddr_str(const cb_ipaddr_t *ip, char *buf, size_t len) {
     char tmp[INET6_ADDRSTRLEN];
-    if (inet_ntop(ip->family, ip->a, tmp, sizeof tmp) == NULL) (void) snprintf(tmp, sizeof tmp, "?");
+    if (inet_ntop(ip->family, ip->a, tmp, sizeof tmp) == NULL)
+        (void) snprintf(tmp, sizeof tmp, "?");
     (void) snprintf(buf, len, "%s", tmp);
 }
 
@@ -329,7 +331,9 @@ static const s_range_t s_v4[] = {
 static const s_range_t s_v6[] = {
     {{0}, 128, "unspecified (this host)", true},
     {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 128, "loopback", false},
-    {{0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54}, 128, "cloud metadata",
+    {{0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54},
+     128,
+     "cloud metadata",
      false},
     {{0x01, 0x00}, 64, "discard-only", false},
     {{0x20, 0x01, 0x0d, 0xb8}, 32, "documentation", false},

@@ -23,8 +23,8 @@
 #include "proxy/proxy_limits.h"
 
 typedef struct {
-    int family;            /* AF_INET or AF_INET6 */
-    unsigned char a[16];   /* the address, network order (4 or 16 bytes used) */
+    int family;          /* AF_INET or AF_INET6 */
+    unsigned char a[16]; /* the address, network order (4 or 16 bytes used) */
 } cb_ipaddr_t;
 
 typedef struct {

@@ -33,8 +33,8 @@ static uint64_t rnd(void) {
 
 int main(void) {
     cb_http_req_t r;
-    TAP_EQ_INT(parse("CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n\r\n", &r),
-               CB_HTTP_OK, "CONNECT parses");
+    TAP_EQ_INT(parse("CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n\r\n", &r), CB_HTTP_OK,
+               "CONNECT parses");
     TAP_EQ_INT(r.kind, CB_HTTP_CONNECT, "as a tunnel");
     TAP_EQ_STR(r.host, "pypi.org", "host");
     TAP_EQ_INT(r.port, 443, "port");
@@ -119,10 +119,11 @@ int main(void) {
     TAP_EQ_INT(parse(many, &r), 431, "more than CB_PROXY_HEADERS_MAX header lines");
 
     char reply[CB_PROXY_REPLY_MAX];
-    size_t rl = cb_http_error(403, "evil.test:443 is not\r\nin the allowlist\x01", reply,
-                              sizeof reply);
+    size_t rl =
+        cb_http_error(403, "evil.test:443 is not\r\nin the allowlist\x01", reply, sizeof reply);
     reply[rl] = '\0';
-    TAP_OK(strncmp(reply, "HTTP/1.1 403 Forbidden (cellblock proxy: evil.test:443 is not??in", 65) == 0,
+    TAP_OK(strncmp(reply, "HTTP/1.1 403 Forbidden (cellblock proxy: evil.test:443 is not??in",
+                   65) == 0,
            "the reason phrase names the refusal; CR/LF/controls neutralised");
     TAP_OK(strstr(reply, "\r\n\r\ncellblock proxy: evil.test") != NULL, "the body says it too");
 

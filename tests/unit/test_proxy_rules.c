@@ -36,8 +36,9 @@ static int bad(const char *spec) {
 int main(void) {
     char why[256];
     cb_rules_init(&R);
-    TAP_EQ_INT(cb_rules_parse(&R, "pypi.org,Files.PythonHosted.org:443,*.corp.example:8443,"
-                                  "127.0.0.1:9000,[::1]:9001,api.test.:80",
+    TAP_EQ_INT(cb_rules_parse(&R,
+                              "pypi.org,Files.PythonHosted.org:443,*.corp.example:8443,"
+                              "127.0.0.1:9000,[::1]:9001,api.test.:80",
                               why, sizeof why),
                0, "a mixed allowlist parses");
     TAP_EQ_INT(R.n_rules, 6, "six rules");
