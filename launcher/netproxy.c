@@ -36,8 +36,8 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "proxy/proxy_limits.h"
-#include "proxy/rules.h"
+#include "launcher/netproxy_limits.h"
+#include "launcher/netrules.h"
 #include "util.h"
 
 #define S_HIGH_FD             100       /* fds are moved above this before their final dup2 */
@@ -46,7 +46,7 @@
 
 struct cb_netproxy {
     const cb_options_t *opts;                  /* borrowed */
-    cb_rules_t rules;                          /* the allowlist, for the banner */
+    cb_netrules_t rules;                          /* the allowlist, for the banner */
     char bin[CB_PATH_MAX];                     /* cellblock-proxy next to us */
     int sv[2];                                 /* [0] ours, [1] init's: the listeners */
     int listen[CB_PROXY_LISTENERS];            /* received listeners, -1 */
@@ -76,8 +76,8 @@ cb_netproxy_t *cb_netproxy_new(const cb_options_t *o, char *err, size_t err_len)
     for (size_t i = 0; i < CB_PROXY_LISTENERS; i++)
         np->listen[i] = -1;
     char why[CB_PROXY_ERR_MAX];
-    cb_rules_init(&np->rules);
-    if (cb_rules_parse(&np->rules, o->network_allow, why, sizeof why) < 0) {
+    cb_netrules_init(&np->rules);
+    if (cb_netrules_parse(&np->rules, o->network_allow, why, sizeof why) < 0) {
         cb_fmt_why(err, err_len, "--network allow: %s", why);
         goto fail;
     }
@@ -159,7 +159,7 @@ int cb_netproxy_plan(cb_netproxy_t *np, cb_mount_plan_t *mounts, cb_exec_plan_t 
     /* what code in the sandbox may reach, so it can tell (a long list is
      * cut: the banner and the kernel's log have it too) */
     char allow[CB_ENV_ENTRY_MAX - sizeof "CELLBLOCK_NETWORK_ALLOW="];
-    cb_rules_describe(&np->rules, allow, sizeof allow);
+    cb_netrules_describe(&np->rules, allow, sizeof allow);
     return s_env(exec, "CELLBLOCK_NETWORK_ALLOW", allow);
 }
 
@@ -453,7 +453,7 @@ void cb_netproxy_describe(const cb_netproxy_t *np, char *buf, size_t len) {
     }
     memcpy(buf, pre, sizeof pre - 1);
     size_t room = len - (sizeof pre - 1) - 1; /* keep one byte for ')' */
-    cb_rules_describe(&np->rules, buf + sizeof pre - 1, room);
+    cb_netrules_describe(&np->rules, buf + sizeof pre - 1, room);
     size_t used = strlen(buf);
     (void) snprintf(buf + used, len - used, ")");
 }

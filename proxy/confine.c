@@ -26,7 +26,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "proxy/proxy_limits.h"
+#include "launcher/netproxy_limits.h"
 #include "util.h"
 
 #ifndef LANDLOCK_ACCESS_FS_REFER

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proxy/proxy_limits.h"
+#include "launcher/netproxy_limits.h"
 
 typedef enum {
     CB_HTTP_CONNECT = 1, /* CONNECT host:port: a tunnel */

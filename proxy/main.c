@@ -83,13 +83,13 @@ static int s_parse(int argc, char **argv, cb_proxy_cfg_t *cfg) {
             }
             cfg->listen_fds[cfg->n_listen++] = (int) n;
         } else if (strcmp(a, "--allow") == 0) {
-            if (cb_rules_parse(&cfg->rules, v, why, sizeof why) < 0) {
+            if (cb_netrules_parse(&cfg->rules, v, why, sizeof why) < 0) {
                 s_fail("--allow: %s", why);
                 return -1;
             }
             have_allow = true;
         } else if (strcmp(a, "--resolve") == 0) {
-            if (cb_rules_add_pin(&cfg->rules, v, why, sizeof why) < 0) {
+            if (cb_netrules_add_pin(&cfg->rules, v, why, sizeof why) < 0) {
                 s_fail("--resolve: %s", why);
                 return -1;
             }
@@ -169,7 +169,7 @@ int main(int argc, char **argv) {
         return S_EXIT_SETUP;
     }
     char rules[CB_PROXY_ERR_MAX];
-    cb_rules_describe(&cfg.rules, rules, sizeof rules);
+    cb_netrules_describe(&cfg.rules, rules, sizeof rules);
     LOG_I("proxy: up (uid %lu, seccomp, %s); allow %s; bounds: %ld connections (%ld per session), "
           "%llu MiB, idle %ld ms, head %ld ms",
           (unsigned long) getuid(), ll > 0 ? "Landlock" : "no Landlock", rules, cfg.max_conns,

@@ -465,7 +465,7 @@ static void s_connected(cb_proxy_t *p, s_conn_t *c) {
     }
     s_buf_put(&c->c2u, extra, extra_len);
     char rule[CB_PROXY_NAME_MAX + 16], t[CB_PROXY_NAME_MAX + 16], a[INET6_ADDRSTRLEN + 16];
-    cb_rules_format(&p->cfg.rules, (size_t) c->rule, rule, sizeof rule);
+    cb_netrules_format(&p->cfg.rules, (size_t) c->rule, rule, sizeof rule);
     s_target(c, t, sizeof t);
     s_sa_str(&peer, a, sizeof a);
     PX_LOG(p, CB_LOG_INFO, "proxy: #%llu allow %s %s by rule %s -> %s%s",
@@ -481,8 +481,8 @@ static void s_connected(cb_proxy_t *p, s_conn_t *c) {
 static void s_route(cb_proxy_t *p, s_conn_t *c) {
     bool is_ip = false;
     cb_ipaddr_t ip;
-    if (cb_rules_norm_host(c->req.host, strlen(c->req.host), c->host, sizeof c->host, &is_ip, &ip) <
-        0) {
+    if (cb_netrules_norm_host(c->req.host, strlen(c->req.host), c->host, sizeof c->host, &is_ip,
+                              &ip) < 0) {
         s_deny(p, c, 400, "'%s' is not a valid host", c->req.host);
         return;
     }
@@ -493,7 +493,7 @@ static void s_route(cb_proxy_t *p, s_conn_t *c) {
     }
     char t[CB_PROXY_NAME_MAX + 16];
     s_target(c, t, sizeof t);
-    c->rule = cb_rules_match(&p->cfg.rules, c->host, is_ip, &ip, c->req.port);
+    c->rule = cb_netrules_match(&p->cfg.rules, c->host, is_ip, &ip, c->req.port);
     if (c->rule < 0) {
         s_deny(p, c, 403, "%s is not in the allowlist (--network allow:...)", t);
         return;
@@ -503,7 +503,7 @@ static void s_route(cb_proxy_t *p, s_conn_t *c) {
         return;
     }
     cb_ipaddr_t pins[CB_PROXY_ADDRS_MAX];
-    size_t n = cb_rules_pins(&p->cfg.rules, c->host, pins, CB_PROXY_ADDRS_MAX);
+    size_t n = cb_netrules_pins(&p->cfg.rules, c->host, pins, CB_PROXY_ADDRS_MAX);
     if (n > 0) {
         s_set_addrs(p, c, pins, n, true);
         return;
@@ -849,7 +849,7 @@ int cb_proxy_step(cb_proxy_t *p, int max_wait_ms) {
 
 void cb_proxy_cfg_default(cb_proxy_cfg_t *cfg) {
     memset(cfg, 0, sizeof *cfg);
-    cb_rules_init(&cfg->rules);
+    cb_netrules_init(&cfg->rules);
     cfg->max_conns = CB_PROXY_DEFAULT_MAX_CONNS;
     cfg->max_total = CB_PROXY_DEFAULT_MAX_TOTAL;
     cfg->max_bytes = (uint64_t) CB_PROXY_DEFAULT_MAX_MB << 20;

@@ -12,11 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proxy/proxy_limits.h"
-#include "proxy/rules.h"
+#include "launcher/netproxy_limits.h"
+#include "launcher/netrules.h"
 
 typedef struct {
-    cb_rules_t rules;                   /* what is allowed (copied) */
+    cb_netrules_t rules;                /* what is allowed (copied) */
     int listen_fds[CB_PROXY_LISTENERS]; /* listening sockets (borrowed, non-blocking set here) */
     size_t n_listen;                    /* used entries */
     long max_conns;                     /* concurrent connections */

@@ -449,7 +449,7 @@ def test_kernel_install_and_the_flags_validate_the_allowlist(tmp_path):
                            capture_output=True, text=True, timeout=30)
         assert r.returncode == 2 and why in r.stderr, (bad, r.stderr)
     r = subprocess.run([KERNEL_BIN, "--help"], capture_output=True, text=True, timeout=30)
-    assert "--network allow:HOST[:PORT],..." in r.stdout and "--network-resolve" in r.stdout
+    assert "allow:HOST[:PORT],..." in r.stdout and "--network-resolve NAME=ADDR" in r.stdout
 
 
 def test_sandbox_client_accepts_a_host_list(hosts):

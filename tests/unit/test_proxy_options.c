@@ -3,6 +3,7 @@
  * would leave the allowlist unenforced. */
 #include <string.h>
 
+#include "launcher/netproxy_limits.h"
 #include "launcher/options.h"
 #include "tap.h"
 
@@ -49,7 +50,7 @@ int main(void) {
         {"--network", "allowed:a.org", "none|host|allow"},
         {"--network-resolve", "a.org=not-an-address", "ADDRESS"},
         {"--network-max-conns", "0", "out of range"},
-        {"--network-max-bytes", "x", "not an integer"},
+        {"--network-max-bytes", "x", "not a size"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *a[] = {BASE, "--network", "allow:a.org", bad[i].flag, bad[i].value};

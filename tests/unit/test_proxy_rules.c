@@ -4,17 +4,17 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "proxy/rules.h"
+#include "launcher/netrules.h"
 #include "tap.h"
 
-static cb_rules_t R;
+static cb_netrules_t R;
 
 static int match(const char *host, unsigned port) {
     char norm[CB_PROXY_NAME_MAX + 1];
     bool is_ip = false;
     cb_ipaddr_t ip;
-    if (cb_rules_norm_host(host, strlen(host), norm, sizeof norm, &is_ip, &ip) < 0) return -2;
-    return cb_rules_match(&R, norm, is_ip, &ip, (uint16_t) port);
+    if (cb_netrules_norm_host(host, strlen(host), norm, sizeof norm, &is_ip, &ip) < 0) return -2;
+    return cb_netrules_match(&R, norm, is_ip, &ip, (uint16_t) port);
 }
 
 static const char *special(const char *addr) {
@@ -27,16 +27,16 @@ static const char *special(const char *addr) {
 }
 
 static int bad(const char *spec) {
-    cb_rules_t r;
+    cb_netrules_t r;
     char why[256];
-    cb_rules_init(&r);
-    return cb_rules_parse(&r, spec, why, sizeof why);
+    cb_netrules_init(&r);
+    return cb_netrules_parse(&r, spec, why, sizeof why);
 }
 
 int main(void) {
     char why[256];
-    cb_rules_init(&R);
-    TAP_EQ_INT(cb_rules_parse(&R,
+    cb_netrules_init(&R);
+    TAP_EQ_INT(cb_netrules_parse(&R,
                               "pypi.org,Files.PythonHosted.org:443,*.corp.example:8443,"
                               "127.0.0.1:9000,[::1]:9001,api.test.:80",
                               why, sizeof why),
@@ -66,12 +66,12 @@ int main(void) {
     TAP_EQ_INT(match("", 80), -2, "empty host");
 
     char d[64];
-    cb_rules_describe(&R, d, sizeof d);
+    cb_netrules_describe(&R, d, sizeof d);
     TAP_OK(strstr(d, "pypi.org") == d && strstr(d, "more)") != NULL,
            "describe names the first rules and counts the rest: '%s'", d);
-    cb_rules_format(&R, 4, d, sizeof d);
+    cb_netrules_format(&R, 4, d, sizeof d);
     TAP_EQ_STR(d, "[::1]:9001", "format of an IPv6 rule");
-    cb_rules_format(&R, 2, d, sizeof d);
+    cb_netrules_format(&R, 2, d, sizeof d);
     TAP_EQ_STR(d, "*.corp.example:8443", "format of a wildcard rule");
 
     TAP_OK(bad("") < 0, "empty allowlist");
@@ -90,15 +90,15 @@ int main(void) {
     big[sizeof big - 1] = '\0';
     TAP_OK(bad(big) < 0, "over-long allowlist");
 
-    TAP_EQ_INT(cb_rules_add_pin(&R, "pypi.org=10.1.2.3", why, sizeof why), 0, "pin parses");
-    TAP_EQ_INT(cb_rules_add_pin(&R, "pypi.org=[2001:db8::5]", why, sizeof why), 0,
+    TAP_EQ_INT(cb_netrules_add_pin(&R, "pypi.org=10.1.2.3", why, sizeof why), 0, "pin parses");
+    TAP_EQ_INT(cb_netrules_add_pin(&R, "pypi.org=[2001:db8::5]", why, sizeof why), 0,
                "IPv6 pin parses");
     cb_ipaddr_t pins[4];
-    TAP_EQ_INT(cb_rules_pins(&R, "pypi.org", pins, 4), 2, "both pins found");
-    TAP_EQ_INT(cb_rules_pins(&R, "other.org", pins, 4), 0, "no pin for another name");
-    TAP_OK(cb_rules_add_pin(&R, "10.0.0.1=10.0.0.2", why, sizeof why) < 0, "pin of an address");
-    TAP_OK(cb_rules_add_pin(&R, "a.org=example.com", why, sizeof why) < 0, "pin to a name");
-    TAP_OK(cb_rules_add_pin(&R, "a.org", why, sizeof why) < 0, "pin without '='");
+    TAP_EQ_INT(cb_netrules_pins(&R, "pypi.org", pins, 4), 2, "both pins found");
+    TAP_EQ_INT(cb_netrules_pins(&R, "other.org", pins, 4), 0, "no pin for another name");
+    TAP_OK(cb_netrules_add_pin(&R, "10.0.0.1=10.0.0.2", why, sizeof why) < 0, "pin of an address");
+    TAP_OK(cb_netrules_add_pin(&R, "a.org=example.com", why, sizeof why) < 0, "pin to a name");
+    TAP_OK(cb_netrules_add_pin(&R, "a.org", why, sizeof why) < 0, "pin without '='");
 
     TAP_EQ_STR(special("93.184.216.34"), "public", "a public IPv4 address");
     TAP_EQ_STR(special("2606:2800:220:1:248:1893:25c8:1946"), "public", "a public IPv6 address");

@@ -1,13 +1,13 @@
 /*
- * proxy_limits.h - every bound of the egress proxy (cellblock-proxy) and of
+ * netproxy_limits.h - every bound of the egress proxy (cellblock-proxy) and of
  * the launcher code that starts it, in one place.
  *
  * The proxy is trusted code facing the sandbox: each of these caps what a
  * hostile sandbox can make it hold (fds, memory, time) or do (bytes sent to
  * the allowed hosts).  docs/SECURITY.md "Network by allowlist" lists them.
  */
-#ifndef CB_PROXY_LIMITS_H
-#define CB_PROXY_LIMITS_H
+#ifndef CB_LAUNCHER_NETPROXY_LIMITS_H
+#define CB_LAUNCHER_NETPROXY_LIMITS_H
 
 /* ---- where the sandbox finds it --------------------------------------- */
 #define CB_PROXY_PORT        3128                              /* 127.0.0.1 and ::1 inside */

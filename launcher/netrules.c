@@ -1,5 +1,5 @@
 /*
- * rules.c - parse and match the egress allowlist (see rules.h).
+ * netrules.c - parse and match the egress allowlist (see netrules.h).
  *
  * Names are compared after normalisation only (lower case, no trailing
  * dot), IP literals by their binary value, so "LOCALHOST.", "127.1" or
@@ -7,7 +7,7 @@
  * accepts only the canonical dotted quad, and a host that is neither a
  * valid name nor an address is refused before any rule is consulted.
  */
-#include "proxy/rules.h"
+#include "launcher/netrules.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -28,7 +28,7 @@ static int s_fail(char *why, size_t len, const char *fmt, ...) {
     return -1;
 }
 
-void cb_rules_init(cb_rules_t *r) { memset(r, 0, sizeof *r); }
+void cb_netrules_init(cb_netrules_t *r) { memset(r, 0, sizeof *r); }
 
 /* A DNS name: labels of letters, digits, '-' and '_' (seen in real names),
  * not starting or ending with '-', 1..63 bytes, at most 253 in all. */
@@ -66,8 +66,8 @@ static bool s_parse_ip(const char *s, size_t len, cb_ipaddr_t *ip) {
     return false;
 }
 
-int cb_rules_norm_host(const char *host, size_t len, char *out, size_t out_len, bool *is_ip,
-                       cb_ipaddr_t *ip) {
+int cb_netrules_norm_host(const char *host, size_t len, char *out, size_t out_len, bool *is_ip,
+                          cb_ipaddr_t *ip) {
     *is_ip = false;
     if (len >= 2 && host[0] == '[' && host[len - 1] == ']') {
         /* only IPv6 goes in brackets */
@@ -135,7 +135,7 @@ static int s_split(const char *e, size_t len, const char **h, size_t *hl, const 
     return 0;
 }
 
-static int s_add_rule(cb_rules_t *r, const char *e, size_t len, char *why, size_t why_len) {
+static int s_add_rule(cb_netrules_t *r, const char *e, size_t len, char *why, size_t why_len) {
     if (r->n_rules >= CB_PROXY_RULES_MAX)
         return s_fail(why, why_len, "more than %d hosts", CB_PROXY_RULES_MAX);
     const char *h, *p;
@@ -143,7 +143,7 @@ static int s_add_rule(cb_rules_t *r, const char *e, size_t len, char *why, size_
     if (s_split(e, len, &h, &hl, &p, &pl) < 0)
         return s_fail(why, why_len, "'%.*s' is not HOST[:PORT] (IPv6 goes in brackets)", (int) len,
                       e);
-    cb_rule_t *ru = &r->rules[r->n_rules];
+    cb_netrule_t *ru = &r->rules[r->n_rules];
     memset(ru, 0, sizeof *ru);
     if (p != NULL && s_port(p, pl, &ru->port) < 0)
         return s_fail(why, why_len, "'%.*s': the port must be 1..65535", (int) len, e);
@@ -153,7 +153,7 @@ static int s_add_rule(cb_rules_t *r, const char *e, size_t len, char *why, size_
         hl -= 2;
     }
     bool is_ip = false;
-    if (cb_rules_norm_host(h, hl, ru->host, sizeof ru->host, &is_ip, &ru->ip) < 0)
+    if (cb_netrules_norm_host(h, hl, ru->host, sizeof ru->host, &is_ip, &ru->ip) < 0)
         return s_fail(why, why_len,
                       "'%.*s' is not a host name, an IPv4 address or a bracketed IPv6 address",
                       (int) len, e);
@@ -164,7 +164,7 @@ static int s_add_rule(cb_rules_t *r, const char *e, size_t len, char *why, size_
     return 0;
 }
 
-int cb_rules_parse(cb_rules_t *r, const char *spec, char *why, size_t why_len) {
+int cb_netrules_parse(cb_netrules_t *r, const char *spec, char *why, size_t why_len) {
     size_t total = strlen(spec);
     if (total == 0) return s_fail(why, why_len, "the allowlist is empty (allow:HOST[:PORT],...)");
     if (total > CB_PROXY_SPEC_MAX)
@@ -181,7 +181,7 @@ int cb_rules_parse(cb_rules_t *r, const char *spec, char *why, size_t why_len) {
     return 0;
 }
 
-int cb_rules_add_pin(cb_rules_t *r, const char *arg, char *why, size_t why_len) {
+int cb_netrules_add_pin(cb_netrules_t *r, const char *arg, char *why, size_t why_len) {
     if (r->n_pins >= CB_PROXY_PINS_MAX)
         return s_fail(why, why_len, "more than %d names pinned", CB_PROXY_PINS_MAX);
     const char *eq = strchr(arg, '=');
@@ -189,7 +189,8 @@ int cb_rules_add_pin(cb_rules_t *r, const char *arg, char *why, size_t why_len) 
     cb_pin_t *p = &r->pins[r->n_pins];
     bool is_ip = false;
     cb_ipaddr_t dummy;
-    if (cb_rules_norm_host(arg, (size_t) (eq - arg), p->name, sizeof p->name, &is_ip, &dummy) < 0 ||
+    if (cb_netrules_norm_host(arg, (size_t) (eq - arg), p->name, sizeof p->name, &is_ip, &dummy) <
+            0 ||
         is_ip)
         return s_fail(why, why_len, "'%s': NAME must be a host name", arg);
     const char *a = eq + 1;
@@ -204,15 +205,15 @@ int cb_rules_add_pin(cb_rules_t *r, const char *arg, char *why, size_t why_len) 
     return 0;
 }
 
-static bool s_port_ok(const cb_rule_t *ru, uint16_t port) {
+static bool s_port_ok(const cb_netrule_t *ru, uint16_t port) {
     return ru->port == 0 ? (port == 80 || port == 443) : ru->port == port;
 }
 
-int cb_rules_match(const cb_rules_t *r, const char *host, bool is_ip, const cb_ipaddr_t *ip,
-                   uint16_t port) {
+int cb_netrules_match(const cb_netrules_t *r, const char *host, bool is_ip, const cb_ipaddr_t *ip,
+                      uint16_t port) {
     size_t hl = strlen(host);
     for (size_t i = 0; i < r->n_rules; i++) {
-        const cb_rule_t *ru = &r->rules[i];
+        const cb_netrule_t *ru = &r->rules[i];
         if (!s_port_ok(ru, port) || ru->is_ip != is_ip) continue;
         if (is_ip) {
             if (cb_ipaddr_equal(&ru->ip, ip)) return (int) i;
@@ -229,19 +230,19 @@ int cb_rules_match(const cb_rules_t *r, const char *host, bool is_ip, const cb_i
     return -1;
 }
 
-size_t cb_rules_pins(const cb_rules_t *r, const char *host, cb_ipaddr_t *out, size_t max) {
+size_t cb_netrules_pins(const cb_netrules_t *r, const char *host, cb_ipaddr_t *out, size_t max) {
     size_t n = 0;
     for (size_t i = 0; i < r->n_pins && n < max; i++)
         if (strcmp(r->pins[i].name, host) == 0) out[n++] = r->pins[i].ip;
     return n;
 }
 
-void cb_rules_format(const cb_rules_t *r, size_t i, char *buf, size_t len) {
+void cb_netrules_format(const cb_netrules_t *r, size_t i, char *buf, size_t len) {
     if (i >= r->n_rules) {
         (void) snprintf(buf, len, "?");
         return;
     }
-    const cb_rule_t *ru = &r->rules[i];
+    const cb_netrule_t *ru = &r->rules[i];
     bool v6 = ru->is_ip && ru->ip.family == AF_INET6;
     char port[8] = "";
     if (ru->port != 0) (void) snprintf(port, sizeof port, ":%u", (unsigned) ru->port);
@@ -249,13 +250,13 @@ void cb_rules_format(const cb_rules_t *r, size_t i, char *buf, size_t len) {
                     v6 ? "]" : "", port);
 }
 
-void cb_rules_describe(const cb_rules_t *r, char *buf, size_t len) {
+void cb_netrules_describe(const cb_netrules_t *r, char *buf, size_t len) {
     if (len == 0) return;
     buf[0] = '\0';
     size_t used = 0;
     for (size_t i = 0; i < r->n_rules; i++) {
         char one[CB_PROXY_NAME_MAX + 16];
-        cb_rules_format(r, i, one, sizeof one);
+        cb_netrules_format(r, i, one, sizeof one);
         char more[32];
         int ml = snprintf(more, sizeof more, ", ... (+%zu more)", r->n_rules - i);
         size_t need = strlen(one) + (i ? 2 : 0);
