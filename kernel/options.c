@@ -95,6 +95,10 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o, const char *prog, cb_opts
         return CB_OPTS_EXIT_USAGE;
     }
     if (p.exit != CB_OPTS_RUN) return p.exit;
+    if (cb_flags_check_network(&o->c, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return CB_OPTS_EXIT_USAGE;
+    }
     (void) cb_log_parse_level(o->c.log_level, &o->log_level); /* the table checked the name */
     int n = cb_flags_forward(&o->c, o->fwd, CB_OPTS_FWD_MAX, o->fwd_store, CB_OPTS_FWD_MAX);
     if (n < 0) {

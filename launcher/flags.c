@@ -11,6 +11,8 @@
 
 #include "isolate/limits.h"
 #include "isolate/sandbox_limits.h"
+#include "launcher/netproxy_limits.h"
+#include "launcher/netrules.h"
 
 #include <errno.h>
 #include <math.h>
@@ -81,6 +83,22 @@ static int s_check_preload(const char *v, char *err, size_t len) {
     return 0;
 }
 
+/* none | host | allow:HOST[:PORT],... (the egress proxy's grammar) */
+static int s_check_network(const char *v, char *err, size_t len) {
+    if (strcmp(v, "none") == 0 || strcmp(v, "host") == 0) return 0;
+    if (strncmp(v, "allow:", 6) != 0)
+        return s_fail(err, len, "'%s' is not none|host|allow:HOST[:PORT],...", v);
+    static cb_netrules_t scratch; /* large: off the stack */
+    cb_netrules_init(&scratch);
+    return cb_netrules_parse(&scratch, v + 6, err, len);
+}
+
+static int s_check_pin(const char *v, char *err, size_t len) {
+    static cb_netrules_t scratch;
+    cb_netrules_init(&scratch);
+    return cb_netrules_add_pin(&scratch, v, err, len);
+}
+
 /* ---- the table -------------------------------------------------------------- */
 
 #define S_OFF(field) offsetof(cb_config_t, field)
@@ -112,8 +130,22 @@ static const cb_flag_t s_table[] = {
     {"open-files", CB_FK_INT, S_NUM(CB_OPT_MIN_OPEN_FILES), S_NUM(CB_OPT_MAX_OPEN_FILES), "",
      S_STR(CB_DEFAULT_OPEN_FILES), NULL, "N", "sandbox", "open file descriptors", S_L,
      S_OFF(open_files), 0, NULL},
-    {"network", CB_FK_CHOICE, S_NO, "", "none", "none|host", "MODE", "sandbox",
-     "'none': loopback only; 'host': the host's network", S_L, S_OFF(network), 0, NULL},
+    {"network", CB_FK_TEXT, S_NO, "", "none", NULL, "none|host|allow:HOST[:PORT],...", "sandbox",
+     "'none': loopback only; 'host': the host's network; 'allow:': loopback plus an HTTP(S) "
+     "proxy outside that reaches only these hosts (no port: 80 and 443; *.example.com: the "
+     "names below it)",
+     S_L, S_OFF(network), 0, s_check_network},
+    {"network-resolve", CB_FK_TEXT, S_NO, "", NULL, NULL, "NAME=ADDR", "sandbox",
+     "with allow: the proxy resolves NAME to ADDR, no DNS (repeatable)", S_L | CB_FLAG_REPEAT,
+     S_OFF(network_resolve), S_OFF(n_network_resolve), s_check_pin},
+    {"network-max-conns", CB_FK_INT, 1, S_NUM(CB_PROXY_MAX_CONNS_LIMIT), "",
+     S_STR(CB_PROXY_DEFAULT_MAX_CONNS), NULL, "N", "sandbox",
+     "with allow: concurrent connections through the proxy", S_L, S_OFF(network_max_conns), 0,
+     NULL},
+    {"network-max-bytes", CB_FK_SIZE_MB, 1, S_NUM(CB_PROXY_MAX_MB_LIMIT), "MiB",
+     S_STR(CB_PROXY_DEFAULT_MAX_MB), NULL, "SIZE", "sandbox",
+     "with allow: bytes the proxy relays per session, both directions", S_L,
+     S_OFF(network_max_mb), 0, NULL},
     {"uid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
      "id the code runs as when the kernel is root (default " S_STR(CB_SANDBOX_UID) ")", S_L,
      S_OFF(uid), 0, NULL},
@@ -311,6 +343,17 @@ int cb_flags_parse(cb_config_t *c, unsigned who, int argc, char **argv, cb_flags
         }
         if (cb_flags_set(c, f, val, err, len) < 0) return -1;
     }
+    return 0;
+}
+
+int cb_flags_check_network(const cb_config_t *c, char *err, size_t len) {
+    bool allow = strncmp(c->network, "allow:", 6) == 0;
+    if (allow && strcmp(c->sandbox, "none") == 0)
+        return s_fail(err, len,
+                      "--network allow: needs --sandbox full (without a sandbox there is no "
+                      "allowlist to enforce)");
+    if (c->n_network_resolve > 0 && !allow)
+        return s_fail(err, len, "--network-resolve needs --network allow:...");
     return 0;
 }
 

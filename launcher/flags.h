@@ -50,7 +50,7 @@ typedef struct {
     double cpus;                             /* --cpus */
     long disk_mb;                            /* --disk */
     long open_files;                         /* --open-files */
-    const char *network;                     /* none | host */
+    const char *network;                     /* none | host | allow:HOST[:PORT],... */
     long uid, gid;                           /* 0 = the launcher's default */
     const char *ro_bind[CB_FLAG_REPEAT_MAX]; /* HOST:SANDBOX values */
     size_t n_ro_bind;                        /* used entries of ro_bind */
@@ -68,6 +68,12 @@ typedef struct {
     long artifact_max_cell_mb;   /* per cell */
     long artifact_max_files;     /* per cell */
     const char *preload;         /* comma-separated modules, or NULL */
+
+    /* --network allow: the egress proxy (launcher/netproxy.c) */
+    const char *network_resolve[CB_FLAG_REPEAT_MAX]; /* NAME=ADDR pins */
+    size_t n_network_resolve;                        /* used entries */
+    long network_max_conns;                          /* concurrent connections */
+    long network_max_mb;                             /* bytes relayed per session, MiB */
 } cb_config_t;
 
 typedef struct {
@@ -108,6 +114,10 @@ typedef int (*cb_flags_other_fn)(int argc, char **argv, int *i, void *ud, char *
  * `--name value` and `--name=value`.  0 ok, -1 with err set. */
 int cb_flags_parse(cb_config_t *c, unsigned who, int argc, char **argv, cb_flags_other_fn other,
                    void *ud, char *err, size_t err_len);
+
+/* Checks that the --network flags fit together: allow: needs --sandbox
+ * full, --network-resolve needs allow:.  0 ok, -1 with err. */
+int cb_flags_check_network(const cb_config_t *c, char *err, size_t err_len);
 
 /* Prints the flags read by `who`, grouped, with defaults and bounds. */
 void cb_flags_usage(FILE *f, unsigned who);

@@ -43,6 +43,13 @@ typedef struct {
     cb_ro_bind_t ro_binds[CB_FLAG_REPEAT_MAX]; /* --ro-bind */
     size_t n_ro_binds;                         /* used entries of ro_binds */
     bool help;                                 /* --help was given */
+
+    /* --network allow: the egress proxy (launcher/netproxy.c) */
+    const char *network_allow;                       /* SPEC after "allow:" (argv), else NULL */
+    const char *network_resolve[CB_FLAG_REPEAT_MAX]; /* --network-resolve NAME=ADDR (argv) */
+    size_t n_network_resolve;                        /* used entries */
+    long network_max_conns;                          /* --network-max-conns */
+    long network_max_mb;                             /* --network-max-bytes, MiB */
 } cb_options_t;
 
 /* Parses argv.  0 ok (opts filled; opts->help may be set), -1 bad usage with
