@@ -55,7 +55,15 @@
 
 /* ---- cgroups ----------------------------------------------------------- */
 #define CB_CGROUP_ROOT            "/sys/fs/cgroup" /* where controllers are mounted */
-#define CB_CGROUP_NAME_FMT        "cellblock-%ld"  /* per launcher, %ld = its pid */
+#define CB_CGROUP_NAME_PREFIX     "cellblock-"           /* every group we make */
+#define CB_CGROUP_NAME_FMT        "cellblock-%ld-%llu"   /* a launcher's: pid, start time */
+#define CB_CGROUP_KERNEL_FMT      "cellblock-k%ld-%llu"  /* a kernel's parent: pid, start */
+#define CB_CGROUP_LEGACY_COMM     "cellblock-launc"      /* comm of a launcher (15 chars) */
+#define CB_CGROUP_CREATE_TRIES    8                      /* parent vanished: mkdir again */
+#define CB_CGROUP_SWEEP_DEPTH     3                      /* kernel/launcher/stray */
+#define CB_CGROUP_SWEEP_MAX       65536                  /* subdirs examined per directory */
+#define CB_CGROUP_STALE_KILL_ROUNDS 50                   /* kill rounds for a stale group */
+#define CB_PID_MAX                4194304                /* PID_MAX_LIMIT on 64-bit */
 #define CB_CGROUP_CPU_PERIOD_US   100000L          /* cfs period */
 #define CB_CGROUP_KILL_ROUNDS     100              /* freeze/kill/thaw attempts */
 #define CB_CGROUP_FREEZE_WAIT_US  1000             /* between FREEZING polls */

@@ -436,10 +436,16 @@ static int s_plan(cb_sandbox_t *sb) {
     }
     (void) cb_rlimits_add(&sb->rlimits, RLIMIT_NOFILE, (rlim_t) o->open_files);
     (void) cb_rlimits_add(&sb->rlimits, RLIMIT_CORE, 0);
-    char name[CB_OPT_MAX_NAME];
-    (void) snprintf(name, sizeof name, CB_CGROUP_NAME_FMT, (long) getpid());
+    /* one parent group per kernel (our parent process), one group per
+     * launcher, both named by pid and start time (isolate/cgroup.h) */
+    char name[CB_OPT_MAX_NAME], parent[CB_OPT_MAX_NAME];
+    bool has_parent = cb_cgroup_kernel_name(getppid(), parent, sizeof parent) == 0;
+    if (cb_cgroup_launcher_name(getpid(), name, sizeof name) < 0) {
+        s_err(sb, "cannot read /proc/self/stat: %s", strerror(errno));
+        return -1;
+    }
     cb_cgroup_limits_t lim = {.memory_mb = o->memory_mb, .pids = o->pids, .cpus = o->cpus};
-    sb->cg = cb_cgroup_new_auto(name, &lim, why, sizeof why);
+    sb->cg = cb_cgroup_new_auto(has_parent ? parent : NULL, name, &lim, why, sizeof why);
     if (sb->cg != NULL) {
         cb_cgroup_describe(sb->cg, sb->limits_desc, sizeof sb->limits_desc);
     } else {
