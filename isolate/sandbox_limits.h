@@ -22,6 +22,7 @@
 #define CB_OPT_MIN_OPEN_FILES 16L             /* python needs a few */
 #define CB_OPT_MAX_ID         0x7ffffffeL     /* --uid/--gid upper bound */
 #define CB_OPT_MAX_RO_BINDS   32              /* --ro-bind repeats */
+#define CB_OPT_MIN_ID_FIRST   65536UL         /* --uid-range: above system, user, nobody ids */
 #define CB_OPT_MAX_NAME       64              /* --workdir-name length */
 
 /* ---- launcher fds and runner ------------------------------------------ */
@@ -38,6 +39,14 @@
 #define CB_SANDBOX_LANG     "C.UTF-8"                      /* LANG and LC_ALL */
 #define CB_SANDBOX_USER     "user"                         /* USER and passwd name */
 #define CB_SANDBOX_HOSTNAME "cellblock"                    /* uts ns hostname */
+
+/* ---- per-sandbox host ids (isolate/idpool.h) -------------------------- */
+/* Default range: 0x70000000, the first id above systemd's container range
+ * (524288-1879048191) and below 2^31, 65536 ids: far from real users, from
+ * /etc/subuid allocations (100000+) and from nobody (65534). */
+#define CB_SANDBOX_ID_FIRST  1879048192UL          /* --uid-range FIRST */
+#define CB_SANDBOX_ID_COUNT  65536UL               /* --uid-range COUNT */
+#define CB_SANDBOX_ID_DIR    "/run/cellblock/uids" /* lock files, one per id in use (root) */
 
 /* ---- sandbox filesystem ------------------------------------------------ */
 #define CB_SANDBOX_HOME          "/home/user"            /* cwd and HOME in the sandbox */

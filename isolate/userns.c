@@ -1,10 +1,13 @@
 /*
  * userns.c - map one id into the sandbox's user namespace.
  *
+ * Every sandbox has a user namespace.  Launched as root, the launcher maps
+ * the sandbox's inside ids (65534 by default) to a host id of the sandbox's
+ * own (isolate/idpool.h), so no two sandboxes share per-user counters.
  * Unprivileged, a process may map exactly its own uid and gid, and must
- * deny setgroups first.  We map the kernel user's ids to the sandbox ids
- * (65534 by default), so nothing inside is uid 0 and files the sandbox
- * writes belong to the kernel's user on the host.
+ * deny setgroups first: the kernel user's ids become the sandbox ids, so
+ * nothing inside is uid 0 and files the sandbox writes belong to the
+ * kernel's user on the host.
  */
 #include "userns.h"
 
@@ -37,9 +40,10 @@ static int s_write_file(pid_t pid, const char *file, const char *value) {
 }
 
 int cb_userns_write_maps(pid_t pid, uid_t inner_uid, uid_t outer_uid, gid_t inner_gid,
-                         gid_t outer_gid) {
+                         gid_t outer_gid, bool deny_setgroups) {
     char line[S_MAP_LINE_MAX];
-    if (s_write_file(pid, "setgroups", "deny") < 0 && errno != ENOENT) return -1;
+    if (deny_setgroups && s_write_file(pid, "setgroups", "deny") < 0 && errno != ENOENT)
+        return -1;
     (void) snprintf(line, sizeof line, "%lu %lu 1\n", (unsigned long) inner_uid,
                     (unsigned long) outer_uid);
     if (s_write_file(pid, "uid_map", line) < 0) return -1;

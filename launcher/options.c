@@ -93,6 +93,8 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
     o->open_files = CB_DEFAULT_OPEN_FILES;
     o->uid = CB_SANDBOX_UID;
     o->gid = CB_SANDBOX_UID;
+    o->uid_first = CB_SANDBOX_ID_FIRST;
+    o->uid_count = CB_SANDBOX_ID_COUNT;
     o->log_level = CB_LOG_INFO;
     if (err_len > 0) err[0] = '\0';
 
@@ -169,6 +171,25 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
         } else if (strcmp(name, "--gid") == 0) {
             if (s_long(name, val, 1, CB_OPT_MAX_ID, &v, err, err_len) < 0) return -1;
             o->gid = (gid_t) v;
+        } else if (strcmp(name, "--uid-range") == 0) {
+            /* FIRST:COUNT, every id in [CB_OPT_MIN_ID_FIRST, CB_OPT_MAX_ID] */
+            char *end = NULL;
+            errno = 0;
+            unsigned long f = strtoul(val, &end, 10), c = 0;
+            bool ok = errno == 0 && end != val && *end == ':' && val[0] != '-';
+            if (ok) {
+                const char *cs = end + 1;
+                c = strtoul(cs, &end, 10);
+                ok = errno == 0 && end != cs && *end == '\0' && cs[0] != '-';
+            }
+            if (!ok || f < CB_OPT_MIN_ID_FIRST || c < 1 ||
+                c > (unsigned long) CB_OPT_MAX_ID - f + 1)
+                return s_fail(err, err_len,
+                              "--uid-range: '%s' is not FIRST:COUNT with FIRST >= %lu and "
+                              "FIRST+COUNT-1 <= %ld",
+                              val, CB_OPT_MIN_ID_FIRST, CB_OPT_MAX_ID);
+            o->uid_first = f;
+            o->uid_count = c;
         } else if (strcmp(name, "--ro-bind") == 0) {
             if (s_ro_bind(o, val, err, err_len) < 0) return -1;
         } else if (strcmp(name, "--log-level") == 0) {
@@ -218,11 +239,14 @@ void cb_options_usage(int fd) {
             "  --disk MB               size of the working dir and of /tmp (default %d)\n"
             "  --open-files N          RLIMIT_NOFILE (default %d)\n"
             "  --network none|host     none: loopback only (default none)\n"
-            "  --uid N, --gid N        runner's ids when launched as root (default %d)\n"
+            "  --uid N, --gid N        the runner's ids inside the sandbox (default %d)\n"
+            "  --uid-range FIRST:COUNT host ids, one per sandbox, when launched as root\n"
+            "                          (default %lu:%lu)\n"
             "  --ro-bind HOST:SANDBOX  extra read-only bind, repeatable (max %d)\n"
             "  --require-limits        fail when cgroup limits cannot be applied\n"
             "  --log-level L           debug|info|warning|error (default info)\n"
             "  --workdir-name NAME     accepted, unused in v1\n",
             CB_DEFAULT_MEMORY_MB, CB_DEFAULT_PIDS, CB_DEFAULT_CPUS, CB_DEFAULT_DISK_MB,
-            CB_DEFAULT_OPEN_FILES, CB_SANDBOX_UID, CB_OPT_MAX_RO_BINDS);
+            CB_DEFAULT_OPEN_FILES, CB_SANDBOX_UID, CB_SANDBOX_ID_FIRST, CB_SANDBOX_ID_COUNT,
+            CB_OPT_MAX_RO_BINDS);
 }

@@ -35,6 +35,8 @@ typedef struct {
     bool network_host;                          /* --network host */
     uid_t uid;                                  /* --uid (used when launched as root) */
     gid_t gid;                                  /* --gid */
+    unsigned long uid_first;                    /* --uid-range FIRST: host ids, one per sandbox */
+    unsigned long uid_count;                    /* --uid-range :COUNT */
     bool require_limits;                        /* --require-limits */
     cb_log_level_t log_level;                   /* --log-level */
     const char *workdir_name;                   /* --workdir-name (unused in v1) */

@@ -49,6 +49,7 @@
 #include "report.h"
 #include "sandbox_limits.h"
 #include "seccomp_filter.h"
+#include "idpool.h"
 #include "userns.h"
 #include "util.h"
 
@@ -66,7 +67,10 @@ typedef struct {
 
 struct cb_sandbox {
     const cb_options_t *opts;              /* borrowed */
-    bool userns;                           /* launched unprivileged: new user namespace */
+    bool userns;                           /* a user namespace (always, in full mode) */
+    bool root;                             /* launched as root: ids from the pool */
+    pid_t kernel_pid;                      /* our parent (parent-death checks) */
+    cb_idlease_t lease;                    /* root: the sandbox's own host id */
     uid_t uid;                             /* runner's uid (inside) */
     gid_t gid;                             /* runner's gid (inside) */
     int last_cap;                          /* cap_last_cap */
@@ -201,7 +205,10 @@ cb_sandbox_t *cb_sandbox_new(const cb_options_t *opts) {
     if (sb == NULL) return NULL;
     sb->opts = opts;
     sb->ctl = -1;
-    sb->userns = geteuid() != 0;
+    sb->userns = true;
+    sb->root = geteuid() == 0;
+    sb->kernel_pid = getppid();
+    sb->lease.lock_fd = sb->lease.dir_fd = -1;
     sb->uid = opts->uid;
     sb->gid = opts->gid;
     sb->last_cap = cb_caps_last_cap();
@@ -264,6 +271,10 @@ __attribute__((noreturn)) static void s_init_main(const cb_sandbox_t *sb, int ct
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) s_init_fail(ctl, CB_STEP_CLONE, -1);
     /* first go: the id maps are written, so the filesystem can be built */
     if (s_wait_go(ctl) < 0) _exit(127); /* launcher gone or gave up */
+    /* become the sandbox's (mapped) ids with the namespace's capabilities:
+     * launched as root, our uid 0 is not mapped inside */
+    if (cb_caps_become(sb->uid, sb->gid, sb->root) < 0) s_init_fail(ctl, CB_STEP_IDMAP, -1);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) s_init_fail(ctl, CB_STEP_IDMAP, -1);
     if (sethostname(CB_SANDBOX_HOSTNAME, sizeof CB_SANDBOX_HOSTNAME - 1) < 0)
         s_init_fail(ctl, CB_STEP_HOSTNAME, -1);
     if (!sb->opts->network_host && cb_net_lo_up() < 0) s_init_fail(ctl, CB_STEP_NET, -1);
@@ -406,18 +417,29 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
     else
         (void) snprintf(ll, sizeof ll, "Landlock unavailable");
     (void) snprintf(buf, len,
-                    "cellblock sandbox: namespaces %spid,mount,%s,ipc,uts,cgroup; uid %lu; %s; "
+                    "cellblock sandbox: namespaces %spid,mount,%s,ipc,uts,cgroup; uid %lu (host "
+                    "uid %lu%s); %s; "
                     "disk %ld MiB tmpfs (home, /tmp); open files %ld; seccomp allowlist "
                     "(%u syscalls, native ABI only); %s; no capabilities, no_new_privs",
                     sb->userns ? "user," : "",
                     sb->opts->network_host ? "NETWORK HOST" : "net (lo only)",
-                    (unsigned long) sb->uid, sb->limits_desc, sb->opts->disk_mb,
+                    (unsigned long) sb->uid,
+                    sb->root ? sb->lease.id : (unsigned long) getuid(),
+                    sb->root ? ", the sandbox's own" : ", the kernel's user", sb->limits_desc,
+                    sb->opts->disk_mb,
                     sb->opts->open_files, sb->filter.n_allowed, ll);
 }
 
 static int s_plan(cb_sandbox_t *sb) {
     const cb_options_t *o = sb->opts;
     char why[CB_REPORT_LINE_MAX / 2] = "";
+    /* as root: a host id of this sandbox's own (per-uid counters, finding 8
+     * of issue 10); unprivileged, the kernel's user is the only id we have */
+    if (sb->root && cb_idpool_acquire(CB_SANDBOX_ID_DIR, o->uid_first, o->uid_count, &sb->lease,
+                                      why, sizeof why) < 0) {
+        s_err(sb, "cannot give the sandbox a host id of its own: %s", why);
+        return -1;
+    }
     if (s_plan_mounts(sb) < 0) {
         if (sb->error[0] == '\0') s_err(sb, "planning the sandbox filesystem: %s", strerror(errno));
         return -1;
@@ -465,6 +487,22 @@ static int s_plan(cb_sandbox_t *sb) {
     return 0;
 }
 
+/* Root launcher: switch the effective ids to the sandbox's host id (on) or
+ * back to root (off).  Changing them clears our parent-death signal: re-arm
+ * it, and if the kernel died in between, take the signal we missed. */
+static int s_owner_ids(cb_sandbox_t *sb, bool on) {
+    if (on) {
+        if (setresgid((gid_t) -1, (gid_t) sb->lease.id, (gid_t) -1) < 0) return -1;
+        return setresuid((uid_t) -1, (uid_t) sb->lease.id, (uid_t) -1);
+    }
+    if (setresuid((uid_t) -1, 0, (uid_t) -1) < 0 || setresgid((gid_t) -1, 0, (gid_t) -1) < 0)
+        return -1;
+    (void) prctl(PR_SET_DUMPABLE, 1);
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0) return -1;
+    if (getppid() != sb->kernel_pid) (void) kill(getpid(), SIGTERM);
+    return 0;
+}
+
 static pid_t s_runner_host_pid(pid_t init) {
     char path[CB_OPT_MAX_NAME], buf[S_CHILDREN_BUF] = "";
     (void) snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", (long) init, (long) init);
@@ -501,6 +539,19 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
     if (!o->network_host) flags |= CLONE_NEWNET;
     if (sb->userns) flags |= CLONE_NEWUSER;
     cb_report_pump();
+    /* As root, create the user namespace with the sandbox's host id as
+     * effective id: the namespace's owner is who the kernel charges per-user
+     * counts to (ucounts: inotify instances, user namespaces, RLIMIT_NPROC,
+     * mqueue bytes are charged at every level up to the owner), so an owner
+     * of root would share root's limits among all sandboxes. */
+    if (sb->root && s_owner_ids(sb, true) < 0) {
+        s_err(sb, "setresuid(-1, %lu, -1): %s", sb->lease.id, strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        close(ep[0]);
+        close(ep[1]);
+        return -1;
+    }
     long pid = syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
     if (pid == 0) {
         close(sv[0]);
@@ -508,6 +559,11 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
         s_init_main(sb, sv[1], ep[1]);
     }
     int clone_err = errno;
+    if (sb->root && s_owner_ids(sb, false) < 0) {
+        s_err(sb, "cannot get root back after clone: %s", strerror(errno));
+        if (pid > 0) (void) kill((pid_t) pid, SIGKILL);
+        return -1;
+    }
     close(sv[1]);
     close(ep[1]);
     cb_autofd int errp = ep[0];
@@ -520,7 +576,10 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
     }
     sb->init = (pid_t) pid;
     *child = sb->init;
-    if (sb->userns && cb_userns_write_maps(sb->init, sb->uid, getuid(), sb->gid, getgid()) < 0) {
+    uid_t host_uid = sb->root ? (uid_t) sb->lease.id : getuid();
+    gid_t host_gid = sb->root ? (gid_t) sb->lease.id : getgid();
+    if (sb->userns &&
+        cb_userns_write_maps(sb->init, sb->uid, host_uid, sb->gid, host_gid, !sb->root) < 0) {
         char why[CB_REPORT_LINE_MAX / 2];
         cb_userns_diagnose(errno, why, sizeof why);
         s_err(sb, "cannot map ids into the user namespace (%s): %s", strerror(errno), why);
@@ -613,6 +672,8 @@ void cb_sandbox_destroy(cb_sandbox_t **self_p) {
     cb_sandbox_t *sb = *self_p;
     *self_p = NULL;
     cb_cgroup_destroy(&sb->cg);
+    /* the id goes back only now: every process of the sandbox is gone */
+    cb_idpool_release(&sb->lease);
     if (sb->ctl >= 0) close(sb->ctl);
     cb_mount_plan_fini(&sb->mounts);
     cb_seccomp_fini(&sb->filter);
