@@ -48,13 +48,20 @@
 #define CB_SANDBOX_ID_COUNT  65536UL               /* --uid-range COUNT */
 #define CB_SANDBOX_ID_DIR    "/run/cellblock/uids" /* lock files, one per id in use (root) */
 
+#define CB_USERNS_MOUNTINFO_MAX (256u << 10) /* bytes of /proc/self/mountinfo read */
+#define CB_CHROOT_UP_MAX        4096         /* ".." steps to a chroot's real root */
+
 /* ---- sandbox filesystem ------------------------------------------------ */
 #define CB_SANDBOX_HOME          "/home/user"            /* cwd and HOME in the sandbox */
-#define CB_SANDBOX_RUNNER_DIR    "/opt/cellblock/runner" /* ro bind of runner dir */
+#define CB_SANDBOX_RUNNER_DIR    "/opt/cellblock/runner" /* ro tmpfs copy of the runner dir */
 #define CB_SANDBOX_STAGE         "/tmp"                  /* host dir the staging tmpfs covers */
 #define CB_SANDBOX_NEWROOT       "newroot"               /* inside the staging tmpfs */
 #define CB_SANDBOX_OLDROOT       "oldroot"               /* old root while building */
-#define CB_SANDBOX_MOUNTS_MAX    96                      /* mount plan entries */
+#define CB_SANDBOX_MOUNTS_MAX    192                     /* mount plan entries */
+#define CB_SANDBOX_COPY_DEPTH    2                       /* runner copy: subdir levels */
+#define CB_SANDBOX_COPY_FILES_MAX 64                     /* runner copy: files */
+#define CB_SANDBOX_COPY_BYTES_MAX (8u << 20)             /* runner copy: bytes in all */
+#define CB_SANDBOX_COPY_SLACK_KB 64                      /* runner tmpfs beyond its files */
 #define CB_SANDBOX_FILE_MAX      4096                    /* synthesized /etc file bytes */
 #define CB_SANDBOX_TMPFS_INODES  65536                   /* nr_inodes of each writable tmpfs */
 #define CB_SANDBOX_ROOT_TMPFS_KB 1024                    /* the read-only root tmpfs */

@@ -176,18 +176,20 @@ static int s_plan_mounts(cb_sandbox_t *sb) {
                     CB_SANDBOX_TMPFS_INODES);
     if (cb_mount_plan_tmpfs(p, "/dev/shm", buf) < 0) return -1;
     if (cb_mount_plan_rdonly(p, "/dev") < 0) return -1;
-    if (cb_mount_plan_proc(p, "/proc") < 0) return -1;
+    if (cb_mount_plan_proc(p, "/proc") < 0 || cb_mount_plan_proc_masks(p, "/proc") < 0)
+        return -1;
     (void) snprintf(buf, sizeof buf, "mode=1777,size=%ldm,nr_inodes=%d", o->disk_mb,
                     CB_SANDBOX_TMPFS_INODES);
     if (cb_mount_plan_tmpfs(p, "/tmp", buf) < 0) return -1;
     (void) snprintf(buf, sizeof buf, "mode=0700,size=%ldm,nr_inodes=%d,uid=%lu,gid=%lu", o->disk_mb,
                     CB_SANDBOX_TMPFS_INODES, (unsigned long) sb->uid, (unsigned long) sb->gid);
     if (cb_mount_plan_tmpfs(p, CB_SANDBOX_HOME, buf) < 0) return -1;
-    /* the runner: a read-only bind of its directory */
+    /* the runner: a copy of its directory in a small read-only tmpfs (a
+     * bind would show the build or install path in /proc/self/mountinfo) */
     char rdir[CB_PATH_MAX];
     (void) snprintf(rdir, sizeof rdir, "%s", o->runner);
-    if (cb_mount_plan_bind(p, dirname(rdir), CB_SANDBOX_RUNNER_DIR, false, false) < 0) {
-        s_err(sb, "--runner %s: its directory cannot be bound: %s", o->runner, strerror(errno));
+    if (cb_mount_plan_copy_dir(p, dirname(rdir), CB_SANDBOX_RUNNER_DIR) < 0) {
+        s_err(sb, "--runner %s: its directory cannot be copied: %s", o->runner, strerror(errno));
         return -1;
     }
     for (size_t i = 0; i < o->n_ro_binds; i++) {
@@ -273,7 +275,8 @@ __attribute__((noreturn)) static void s_init_main(const cb_sandbox_t *sb, int ct
     if (s_wait_go(ctl) < 0) _exit(127); /* launcher gone or gave up */
     /* become the sandbox's (mapped) ids with the namespace's capabilities:
      * launched as root, our uid 0 is not mapped inside */
-    if (cb_caps_become(sb->uid, sb->gid, sb->root) < 0) s_init_fail(ctl, CB_STEP_IDMAP, -1);
+    if (sb->userns && cb_caps_become(sb->uid, sb->gid, sb->root) < 0)
+        s_init_fail(ctl, CB_STEP_IDMAP, -1);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) s_init_fail(ctl, CB_STEP_IDMAP, -1);
     if (sethostname(CB_SANDBOX_HOSTNAME, sizeof CB_SANDBOX_HOSTNAME - 1) < 0)
         s_init_fail(ctl, CB_STEP_HOSTNAME, -1);
@@ -358,8 +361,14 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
             return buf;
         }
         return "mounting failed";
-    case CB_STEP_CGROUP_NS:
     case CB_STEP_PIVOT:
+        if (e->err == EINVAL)
+            return "pivot_root refused the launcher's root even after the chroot fallback "
+                   "(the staging dir " CB_SANDBOX_STAGE " must be a plain directory on a "
+                   "mounted file system)";
+        return "the host refuses namespace operations (container seccomp profile or LSM); "
+               "see docs/SECURITY.md 'Hosts that refuse'";
+    case CB_STEP_CGROUP_NS:
     case CB_STEP_HOSTNAME:
     case CB_STEP_NET:
         return "the host refuses namespace operations (container seccomp profile or LSM); "
@@ -425,7 +434,10 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
                     sb->opts->network_host ? "NETWORK HOST" : "net (lo only)",
                     (unsigned long) sb->uid,
                     sb->root ? sb->lease.id : (unsigned long) getuid(),
-                    sb->root ? ", the sandbox's own" : ", the kernel's user", sb->limits_desc,
+                    !sb->root     ? ", the kernel's user"
+                    : sb->userns ? ", the sandbox's own"
+                                 : ", the sandbox's own, no user namespace",
+                    sb->limits_desc,
                     sb->opts->disk_mb,
                     sb->opts->open_files, sb->filter.n_allowed, ll);
 }
@@ -439,6 +451,16 @@ static int s_plan(cb_sandbox_t *sb) {
                                       why, sizeof why) < 0) {
         s_err(sb, "cannot give the sandbox a host id of its own: %s", why);
         return -1;
+    }
+    /* Where the kernel refuses user namespaces (a chroot; none configured),
+     * root still gives the runner the sandbox's own host id, directly: it is
+     * then also its id inside. */
+    if (sb->root && !cb_userns_possible(why, sizeof why)) {
+        LOG_W("no user namespace (%s): the runner's id inside is its host id %lu", why,
+              sb->lease.id);
+        sb->userns = false;
+        sb->uid = (uid_t) sb->lease.id;
+        sb->gid = (gid_t) sb->lease.id;
     }
     if (s_plan_mounts(sb) < 0) {
         if (sb->error[0] == '\0') s_err(sb, "planning the sandbox filesystem: %s", strerror(errno));
@@ -544,7 +566,7 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
      * counts to (ucounts: inotify instances, user namespaces, RLIMIT_NPROC,
      * mqueue bytes are charged at every level up to the owner), so an owner
      * of root would share root's limits among all sandboxes. */
-    if (sb->root && s_owner_ids(sb, true) < 0) {
+    if (sb->root && sb->userns && s_owner_ids(sb, true) < 0) {
         s_err(sb, "setresuid(-1, %lu, -1): %s", sb->lease.id, strerror(errno));
         close(sv[0]);
         close(sv[1]);
@@ -559,7 +581,7 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
         s_init_main(sb, sv[1], ep[1]);
     }
     int clone_err = errno;
-    if (sb->root && s_owner_ids(sb, false) < 0) {
+    if (sb->root && sb->userns && s_owner_ids(sb, false) < 0) {
         s_err(sb, "cannot get root back after clone: %s", strerror(errno));
         if (pid > 0) (void) kill((pid_t) pid, SIGKILL);
         return -1;
