@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -136,6 +137,30 @@ int cb_idpool_acquire(const char *dir, unsigned long first, unsigned long count,
                count, first, count);
     cb_idpool_release(out);
     return -1;
+}
+
+int cb_idpool_parse_range(const char *s, unsigned long *first, unsigned long *count, char *err,
+                          size_t err_len) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long f = s[0] == '-' ? 0 : strtoul(s, &end, 10), c = 0;
+    bool ok = errno == 0 && end != NULL && end != s && *end == ':';
+    if (ok) {
+        const char *cs = end + 1;
+        c = cs[0] == '-' ? 0 : strtoul(cs, &end, 10);
+        ok = errno == 0 && end != cs && *end == '\0';
+    }
+    if (!ok || f < CB_OPT_MIN_ID_FIRST || c < 1 || f > (unsigned long) CB_OPT_MAX_ID ||
+        c > (unsigned long) CB_OPT_MAX_ID - f + 1) {
+        cb_fmt_why(err, err_len,
+                   "--uid-range: '%s' is not FIRST:COUNT with FIRST >= %lu and FIRST+COUNT-1 "
+                   "<= %ld",
+                   s, CB_OPT_MIN_ID_FIRST, CB_OPT_MAX_ID);
+        return -1;
+    }
+    *first = f;
+    *count = c;
+    return 0;
 }
 
 void cb_idpool_release(cb_idlease_t *l) {

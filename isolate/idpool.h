@@ -34,6 +34,10 @@ typedef struct {
  * and fix) in why.  *out is always safe to release. */
 int cb_idpool_acquire(const char *dir, unsigned long first, unsigned long count,
                       cb_idlease_t *out, char *why, size_t why_len);
+/* Parses "FIRST:COUNT" (--uid-range): FIRST >= CB_OPT_MIN_ID_FIRST, COUNT
+ * >= 1, FIRST + COUNT - 1 <= CB_OPT_MAX_ID.  0 ok, -1 with a message. */
+int cb_idpool_parse_range(const char *s, unsigned long *first, unsigned long *count, char *err,
+                          size_t err_len);
 /* Gives the id back (unlinks its lock file, then unlocks).  Idempotent. */
 void cb_idpool_release(cb_idlease_t *lease);
 

@@ -46,6 +46,7 @@
  * /etc/subuid allocations (100000+) and from nobody (65534). */
 #define CB_SANDBOX_ID_FIRST  1879048192UL          /* --uid-range FIRST */
 #define CB_SANDBOX_ID_COUNT  65536UL               /* --uid-range COUNT */
+#define CB_SANDBOX_ID_RANGE  "1879048192:65536"    /* the two above, as the flag's default */
 #define CB_SANDBOX_ID_DIR    "/run/cellblock/uids" /* lock files, one per id in use (root) */
 
 #define CB_USERNS_MOUNTINFO_MAX (256u << 10) /* bytes of /proc/self/mountinfo read */

@@ -23,15 +23,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "child.h"
-#include "log.h"
-#include "options.h"
-#include "report.h"
-#include "sandbox.h"
-#include "sandbox_limits.h"
-#include "util.h"
-#include "workdir.h"
+#include "isolate/cgroup.h"
+#include "launcher/child.h"
+#include "isolate/log.h"
+#include "launcher/options.h"
+#include "launcher/report.h"
+#include "launcher/sandbox.h"
+#include "isolate/sandbox_limits.h"
+#include "isolate/util.h"
+#include "launcher/workdir.h"
 
 #define EXIT_USAGE 2 /* bad command line */
 #define EXIT_FATAL 3 /* sandbox could not be set up (contract) */

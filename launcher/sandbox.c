@@ -20,7 +20,7 @@
  * namespace alive; when it exits the kernel kills everything left in it,
  * and the cgroup kill covers anything that might still hold on.
  */
-#include "sandbox.h"
+#include "launcher/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,19 +39,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "caps.h"
-#include "cgroup.h"
-#include "child.h"
-#include "landlock.h"
-#include "log.h"
-#include "mount.h"
-#include "net.h"
-#include "report.h"
-#include "sandbox_limits.h"
-#include "seccomp_filter.h"
-#include "idpool.h"
-#include "userns.h"
-#include "util.h"
+#include "isolate/caps.h"
+#include "isolate/cgroup.h"
+#include "launcher/child.h"
+#include "isolate/landlock.h"
+#include "isolate/log.h"
+#include "isolate/mount.h"
+#include "isolate/net.h"
+#include "launcher/report.h"
+#include "isolate/sandbox_limits.h"
+#include "isolate/seccomp_filter.h"
+#include "isolate/idpool.h"
+#include "isolate/userns.h"
+#include "isolate/util.h"
 
 #define S_GO            'g' /* launcher -> init: ids and cgroup are set */
 #define S_CHILDREN_BUF  64  /* bytes of /proc/PID/task/PID/children read */
