@@ -635,6 +635,8 @@ static int s_remove_tree(const char *dir, int depth) {
 }
 
 int cb_cgroup_sweep_dir(const char *dir) {
+    /* not ours to clean (an unprivileged launcher, a read-only hierarchy) */
+    if (access(dir, W_OK) < 0) return 0;
     bool kept = false;
     int removed = s_sweep_children(dir, false, CB_CGROUP_SWEEP_DEPTH, &kept);
     return kept ? -1 : removed;

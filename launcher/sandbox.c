@@ -483,7 +483,9 @@ static int s_plan(cb_sandbox_t *sb) {
     /* one parent group per kernel (our parent process), one group per
      * launcher, both named by pid and start time (isolate/cgroup.h) */
     char name[CB_OPT_MAX_NAME], parent[CB_OPT_MAX_NAME];
-    bool has_parent = cb_cgroup_kernel_name(getppid(), parent, sizeof parent) == 0;
+    /* (our parent gone already: no parent group, we are about to end) */
+    bool has_parent = getppid() == sb->kernel_pid && sb->kernel_pid > 1 &&
+                      cb_cgroup_kernel_name(sb->kernel_pid, parent, sizeof parent) == 0;
     if (cb_cgroup_launcher_name(getpid(), name, sizeof name) < 0) {
         s_err(sb, "cannot read /proc/self/stat: %s", strerror(errno));
         return -1;
