@@ -55,11 +55,11 @@ typedef struct cb_kernel {
     pid_t parent_pid;                 /* JPY_PARENT_PID or our parent at start */
     bool exiting;                     /* leave the loop */
     /* iopub congestion */
-    bool congested;           /* ZMQ holds too much of iopub: the sandbox is paused */
-    int64_t congested_since;  /* when it started, for the stall rule */
-    bool stalled;             /* congested too long: sandbox output is dropped */
-    uint64_t stall_dropped;   /* messages dropped that way */
-    int congestion_timer;     /* zloop timer id, -1 when none */
+    bool congested;          /* ZMQ holds too much of iopub: the sandbox is paused */
+    int64_t congested_since; /* when it started, for the stall rule */
+    bool stalled;            /* congested too long: sandbox output is dropped */
+    uint64_t stall_dropped;  /* messages dropped that way */
+    int congestion_timer;    /* zloop timer id, -1 when none */
     /* the sandbox */
     char launcher_path[CB_PATH_MAX]; /* cellblock-launcher */
     char runner_path[CB_PATH_MAX];   /* runner.py */
@@ -68,31 +68,30 @@ typedef struct cb_kernel {
     struct cb_artifacts *artifacts;  /* collector, NULL when disabled */
     char python_version[32];         /* before the runner's hello: from the interpreter's name */
     /* requests */
-    cb_queued_t *queue;      /* ring of queued shell requests */
-    size_t q_head, q_len;    /* ring position and length */
-    cb_msg_t cur;            /* the shell request in flight */
-    cb_req_kind_t cur_kind;  /* its kind, CB_REQ_NONE when idle */
-    bool ex_silent;          /* execute flags of cur */
-    bool ex_store;           /* ... store_history */
-    bool ex_stdin;           /* ... allow_stdin */
-    bool ex_stop_on_error;   /* ... stop_on_error */
-    bool ex_waiting_input;   /* an input_request is out to the client */
-    int ex_shown;            /* execution count shown for this cell */
-    char ex_started[32];     /* ISO time the cell started */
-    bool ex_have_result;     /* an execute_result was published */
-    int exec_count;          /* execution counter */
-    json_t *last_parent;     /* header of the last execute (late output) */
+    cb_queued_t *queue;     /* ring of queued shell requests */
+    size_t q_head, q_len;   /* ring position and length */
+    cb_msg_t cur;           /* the shell request in flight */
+    cb_req_kind_t cur_kind; /* its kind, CB_REQ_NONE when idle */
+    bool ex_silent;         /* execute flags of cur */
+    bool ex_store;          /* ... store_history */
+    bool ex_stdin;          /* ... allow_stdin */
+    bool ex_stop_on_error;  /* ... stop_on_error */
+    bool ex_waiting_input;  /* an input_request is out to the client */
+    int ex_shown;           /* execution count shown for this cell */
+    char ex_started[32];    /* ISO time the cell started */
+    bool ex_have_result;    /* an execute_result was published */
+    int exec_count;         /* execution counter */
+    json_t *last_parent;    /* header of the last execute (late output) */
     struct {
         json_int_t seq; /* the session's sequence number of an execute */
         json_t *header; /* its request header (owned) */
     } recent[CB_RECENT_PARENTS];
-    size_t recent_next;      /* next slot of recent to reuse */
-    cb_history_t *history;   /* cells run */
+    size_t recent_next;    /* next slot of recent to reuse */
+    cb_history_t *history; /* cells run */
 } cb_kernel_t;
 
 /* server.c */
-void cb_server_publish(cb_kernel_t *k, const char *msg_type, const json_t *parent,
-                       json_t *content);
+void cb_server_publish(cb_kernel_t *k, const char *msg_type, const json_t *parent, json_t *content);
 void cb_server_status(cb_kernel_t *k, const json_t *parent, const char *state);
 void cb_server_reply(cb_kernel_t *k, cb_channel_t ch, const cb_msg_t *req, const char *type,
                      json_t *metadata, json_t *content);

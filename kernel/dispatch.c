@@ -34,8 +34,8 @@ static void s_reply_type(const char *req_type, char *buf, size_t len) {
 
 static json_t *s_error_content(int count, const char *ename, const char *evalue) {
     return json_pack("{s:s, s:i, s:s, s:s, s:[s++], s:{}, s:[]}", "status", "error",
-                     "execution_count", count, "ename", ename, "evalue", evalue, "traceback",
-                     ename, ": ", evalue, "user_expressions", "payload");
+                     "execution_count", count, "ename", ename, "evalue", evalue, "traceback", ename,
+                     ": ", evalue, "user_expressions", "payload");
 }
 
 void cb_dispatch_refuse(cb_kernel_t *k, cb_channel_t ch, const cb_msg_t *m, const char *why) {
@@ -179,8 +179,7 @@ static void s_to_session(cb_kernel_t *k, cb_msg_t *m, cb_req_kind_t kind, json_t
     }
     const char *fatal = cb_session_fatal(k->session);
     char msg[CB_LAUNCH_TEXT_MAX + 64];
-    snprintf(msg, sizeof msg, "The sandbox could not be started%s%s", fatal[0] ? ": " : ".",
-             fatal);
+    snprintf(msg, sizeof msg, "The sandbox could not be started%s%s", fatal[0] ? ": " : ".", fatal);
     cb_req_end_t e = {kind, NULL, "SandboxError", msg, false, true, NULL};
     cb_relay_callbacks.on_end(k, &e);
 }
@@ -190,11 +189,11 @@ static void s_execute(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) 
     json_t *c = m->content;
     cb_server_status(k, m->header, "busy");
     if (abort) {
-        cb_server_reply(k, CB_CH_SHELL, m, "execute_reply",
-                        json_pack("{s:s, s:b, s:s, s:s}", "status", "aborted", "dependencies_met",
-                                  1, "engine", k->wire.session, "started", ""),
-                        json_pack("{s:s, s:i}", "status", "aborted", "execution_count",
-                                  k->exec_count));
+        cb_server_reply(
+            k, CB_CH_SHELL, m, "execute_reply",
+            json_pack("{s:s, s:b, s:s, s:s}", "status", "aborted", "dependencies_met", 1, "engine",
+                      k->wire.session, "started", ""),
+            json_pack("{s:s, s:i}", "status", "aborted", "execution_count", k->exec_count));
         cb_server_status(k, m->header, "idle");
         return;
     }
@@ -228,9 +227,9 @@ static void s_execute(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) 
     json_decref(k->last_parent);
     k->last_parent = json_incref(m->header);
     json_t *f = json_pack("{s:s, s:O, s:b, s:b, s:O, s:b, s:i}", "type", "execute", "code", code,
-                          "silent", k->ex_silent, "store_history", k->ex_store,
-                          "user_expressions", ue ? ue : json_object(), "allow_stdin", k->ex_stdin,
-                          "execution_count", k->ex_shown);
+                          "silent", k->ex_silent, "store_history", k->ex_store, "user_expressions",
+                          ue ? ue : json_object(), "allow_stdin", k->ex_stdin, "execution_count",
+                          k->ex_shown);
     s_to_session(k, m, CB_REQ_EXECUTE, f);
 }
 
@@ -252,8 +251,8 @@ static void s_assist(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     json_error_t e;
     int rc = kinds[i].kind == CB_REQ_IS_COMPLETE
                  ? json_unpack_ex(m->content, &e, 0, "{s:s}", "code", &code)
-                 : json_unpack_ex(m->content, &e, 0, "{s:s, s:I, s?I}", "code", &code,
-                                  "cursor_pos", &pos, "detail_level", &detail);
+                 : json_unpack_ex(m->content, &e, 0, "{s:s, s:I, s?I}", "code", &code, "cursor_pos",
+                                  &pos, "detail_level", &detail);
     json_t *f = NULL;
     if (rc == 0)
         f = kinds[i].kind == CB_REQ_IS_COMPLETE
@@ -277,9 +276,9 @@ static void s_assist(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
 /* ---- the table ------------------------------------------------------------------------ */
 
 static const struct {
-    const char *msg_type;   /* request type */
-    unsigned channels;      /* where it is accepted */
-    s_handler_fn handler;   /* who answers */
+    const char *msg_type; /* request type */
+    unsigned channels;    /* where it is accepted */
+    s_handler_fn handler; /* who answers */
 } s_table[] = {
     {"kernel_info_request", S_SHELL | S_CONTROL, s_kernel_info},
     {"shutdown_request", S_SHELL | S_CONTROL, s_shutdown},

@@ -91,8 +91,8 @@ typedef int (*s_unpack_fn)(json_t *root, cb_rframe_t *f, json_error_t *e);
 static int s_hello(json_t *r, cb_rframe_t *f, json_error_t *e) {
     f->u.hello.python_version = f->u.hello.shell = f->u.hello.shell_version = NULL;
     return json_unpack_ex(r, e, 0, "{s:I, s?s, s?s, s?s}", "version", &f->u.hello.version,
-                          "python_version", &f->u.hello.python_version, "shell",
-                          &f->u.hello.shell, "shell_version", &f->u.hello.shell_version);
+                          "python_version", &f->u.hello.python_version, "shell", &f->u.hello.shell,
+                          "shell_version", &f->u.hello.shell_version);
 }
 
 static int s_bundle(json_t *r, cb_rframe_t *f, json_error_t *e) {
@@ -145,6 +145,11 @@ static int s_is_complete(json_t *r, cb_rframe_t *f, json_error_t *e) {
                           &f->u.is_complete.indent);
 }
 
+static int s_none(json_t *r, cb_rframe_t *f, json_error_t *e) {
+    (void) r, (void) f, (void) e;
+    return 0;
+}
+
 static int s_bad(json_t *r, cb_rframe_t *f, json_error_t *e) {
     return json_unpack_ex(r, e, 0, "{s:s}", "error", &f->u.bad.error);
 }
@@ -166,8 +171,8 @@ static const struct {
     [CB_RF_CLEAR_OUTPUT] = {"clear_output", CB_FRAME_SMALL_MAX, true, CB_WHEN_RUNNING, true,
                             s_clear},
     [CB_RF_ERROR] = {"error", CB_FRAME_REPLY_MAX, true, CB_WHEN_RUNNING, true, s_error},
-    [CB_RF_INPUT_REQUEST] = {"input_request", CB_FRAME_SMALL_MAX * 16, false, CB_WHEN_EXECUTE,
-                             true, s_input},
+    [CB_RF_INPUT_REQUEST] = {"input_request", CB_FRAME_SMALL_MAX * 16, false, CB_WHEN_EXECUTE, true,
+                             s_input},
     [CB_RF_DONE] = {"done", CB_FRAME_REPLY_MAX, false, CB_WHEN_EXECUTE, true, s_done},
     [CB_RF_COMPLETE_REPLY] = {"complete_reply", CB_FRAME_REPLY_MAX, false, CB_WHEN_ASSIST, true,
                               s_complete},
@@ -177,6 +182,7 @@ static const struct {
                                  true, s_is_complete},
     [CB_RF_BAD_REQUEST] = {"bad_request", CB_FRAME_SMALL_MAX, false,
                            CB_WHEN_EXECUTE | CB_WHEN_ASSIST, false, s_bad},
+    [CB_RF_STARTED] = {"started", CB_FRAME_SMALL_MAX, false, CB_WHEN_RUNNING, true, s_none},
 };
 
 const char *cb_rframe_name(cb_rframe_type_t t) { return t < CB_RF_COUNT ? s_rows[t].name : "?"; }

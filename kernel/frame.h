@@ -50,6 +50,7 @@ typedef enum {
     CB_RF_INSPECT_REPLY,
     CB_RF_IS_COMPLETE_REPLY,
     CB_RF_BAD_REQUEST,
+    CB_RF_STARTED,
     CB_RF_COUNT,
 } cb_rframe_type_t;
 
@@ -74,7 +75,7 @@ typedef struct {
         } hello;
         struct {
             json_t *data, *metadata, *transient; /* metadata/transient may be NULL */
-        } bundle; /* display, update_display, execute_result */
+        } bundle;                                /* display, update_display, execute_result */
         struct {
             int wait;
         } clear;
@@ -87,13 +88,13 @@ typedef struct {
             int password;
         } input;
         struct {
-            const char *status; /* "ok" or "error" */
+            const char *status;                 /* "ok" or "error" */
             json_t *user_expressions, *payload; /* may be NULL */
             const char *ename, *evalue;         /* may be NULL */
             json_t *traceback;                  /* may be NULL */
         } done;
         struct {
-            json_t *matches, *metadata; /* metadata may be NULL */
+            json_t *matches, *metadata;          /* metadata may be NULL */
             json_int_t cursor_start, cursor_end; /* -1 when absent */
         } complete;
         struct {

@@ -48,9 +48,9 @@ static void s_on_stream(void *ud, int which, const char *text, size_t len, bool 
     cb_kernel_t *k = ud;
     const json_t *parent = s_parent(k, late, -1);
     if (parent == NULL || s_quiet(k, late)) return;
-    cb_server_publish_output(k, "stream", parent,
-                             json_pack("{s:s, s:s%}", "name", which ? "stderr" : "stdout", "text",
-                                       text, len));
+    cb_server_publish_output(
+        k, "stream", parent,
+        json_pack("{s:s, s:s%}", "name", which ? "stderr" : "stdout", "text", text, len));
 }
 
 static void s_on_notice(void *ud, const char *text, bool late) {
@@ -70,9 +70,9 @@ static void s_input_request(cb_kernel_t *k, const cb_rframe_t *f) {
     while ((stale = zmsg_recv(k->sock[CB_CH_STDIN])) != NULL)
         zmsg_destroy(&stale);
     k->ex_waiting_input = true;
-    cb_server_reply(k, CB_CH_STDIN, &k->cur, "input_request", NULL,
-                    json_pack("{s:s, s:b}", "prompt", f->u.input.prompt, "password",
-                              f->u.input.password));
+    cb_server_reply(
+        k, CB_CH_STDIN, &k->cur, "input_request", NULL,
+        json_pack("{s:s, s:b}", "prompt", f->u.input.prompt, "password", f->u.input.password));
 }
 
 static void s_on_frame(void *ud, const cb_rframe_t *f, bool late) {
@@ -96,9 +96,9 @@ static void s_on_frame(void *ud, const cb_rframe_t *f, bool late) {
     case CB_RF_EXECUTE_RESULT: {
         const char *tp = json_string_value(json_object_get(f->u.bundle.data, "text/plain"));
         if (tp && !k->ex_have_result && k->ex_store)
-            cb_history_set_output(k->history, k->ex_shown, tp,
-                                  json_string_length(json_object_get(f->u.bundle.data,
-                                                                     "text/plain")));
+            cb_history_set_output(
+                k->history, k->ex_shown, tp,
+                json_string_length(json_object_get(f->u.bundle.data, "text/plain")));
         k->ex_have_result = true;
         cb_server_publish_output(k, "execute_result", parent,
                                  json_pack("{s:i, s:O, s:o}", "execution_count", k->ex_shown,
@@ -113,8 +113,7 @@ static void s_on_frame(void *ud, const cb_rframe_t *f, bool late) {
     case CB_RF_ERROR:
         cb_server_publish_output(k, "error", parent,
                                  json_pack("{s:s, s:s, s:O}", "ename", f->u.error.ename, "evalue",
-                                           f->u.error.evalue, "traceback",
-                                           f->u.error.traceback));
+                                           f->u.error.evalue, "traceback", f->u.error.traceback));
         break;
     default: LOG_W("relay: unexpected frame %s", cb_rframe_name(f->type)); break;
     }
@@ -132,9 +131,9 @@ static void s_on_artifact(void *ud, const json_t *bundle) {
 static void s_on_gone(void *ud, const char *message) {
     cb_kernel_t *k = ud;
     if (k->last_parent == NULL || k->exiting) return;
-    cb_server_publish(k, "stream", k->last_parent,
-                      json_pack("{s:s, s:s++}", "name", "stderr", "text", "[cellblock] ", message,
-                                "\n"));
+    cb_server_publish(
+        k, "stream", k->last_parent,
+        json_pack("{s:s, s:s++}", "name", "stderr", "text", "[cellblock] ", message, "\n"));
 }
 
 /* ---- the end of a request ------------------------------------------------------------------ */
@@ -166,11 +165,11 @@ static void s_end_execute(cb_kernel_t *k, const cb_req_end_t *e) {
                             "payload", pl ? json_incref(pl) : json_array());
     } else if (done) {
         json_t *tb = f->u.done.traceback;
-        content = json_pack("{s:s, s:i, s:s, s:s, s:o, s:{}, s:[]}", "status", "error",
-                            "execution_count", k->exec_count, "ename",
-                            f->u.done.ename ? f->u.done.ename : "Error", "evalue",
-                            f->u.done.evalue ? f->u.done.evalue : "", "traceback",
-                            tb ? json_incref(tb) : json_array(), "user_expressions", "payload");
+        content =
+            json_pack("{s:s, s:i, s:s, s:s, s:o, s:{}, s:[]}", "status", "error", "execution_count",
+                      k->exec_count, "ename", f->u.done.ename ? f->u.done.ename : "Error", "evalue",
+                      f->u.done.evalue ? f->u.done.evalue : "", "traceback",
+                      tb ? json_incref(tb) : json_array(), "user_expressions", "payload");
     } else {
         if (!ename) ename = "SandboxError", evalue = "the sandbox ended the cell";
         /* the kernel's own error message: never dropped, even under congestion */
@@ -182,10 +181,10 @@ static void s_end_execute(cb_kernel_t *k, const cb_req_end_t *e) {
                             "execution_count", k->exec_count, "ename", ename, "evalue", evalue,
                             "traceback", evalue, "user_expressions", "payload");
     }
-    json_t *meta = json_pack("{s:s, s:b, s:s, s:s, s:{s:o}}", "started", k->ex_started,
-                             "dependencies_met", 1, "engine", k->wire.session, "status",
-                             ok ? "ok" : "error", "cellblock", "artifacts",
-                             e->artifacts ? json_incref(e->artifacts) : json_array());
+    json_t *meta =
+        json_pack("{s:s, s:b, s:s, s:s, s:{s:o}}", "started", k->ex_started, "dependencies_met", 1,
+                  "engine", k->wire.session, "status", ok ? "ok" : "error", "cellblock",
+                  "artifacts", e->artifacts ? json_incref(e->artifacts) : json_array());
     /* stop_on_error: what has arrived by now is "queued" and gets aborted.
      * Take it before the reply goes out, so a request the client sends after
      * seeing this reply is never caught by the abort. */
@@ -227,9 +226,8 @@ static void s_end_assist(cb_kernel_t *k, const cb_req_end_t *e) {
         rtype = "is_complete_reply";
         c = json_pack("{s:s}", "status", f ? f->u.is_complete.status : "unknown");
         if (c && f && strcmp(f->u.is_complete.status, "incomplete") == 0)
-            json_object_set_new(c, "indent",
-                                json_string(f->u.is_complete.indent ? f->u.is_complete.indent
-                                                                    : ""));
+            json_object_set_new(
+                c, "indent", json_string(f->u.is_complete.indent ? f->u.is_complete.indent : ""));
         break;
     }
     cb_server_reply(k, CB_CH_SHELL, &k->cur, rtype, NULL, c);

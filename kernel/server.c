@@ -115,8 +115,8 @@ int cb_server_recv(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *out) {
     size_t size = zmsg_content_size(raw);
     zmsg_destroy(&raw);
     if (rc == -CB_WIRE_EDEPTH) {
-        LOG_W("%s: %s %s nested deeper than %d levels: refused", cb_channel_name(ch),
-              out->msg_type, out->msg_id, CB_JSON_DEPTH_MAX);
+        LOG_W("%s: %s %s nested deeper than %d levels: refused", cb_channel_name(ch), out->msg_type,
+              out->msg_id, CB_JSON_DEPTH_MAX);
         cb_dispatch_refuse(k, ch, out, "the request is nested too deeply to be read");
         cb_msg_clear(out);
         return -1;

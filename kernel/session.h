@@ -39,26 +39,26 @@ typedef enum {
 } cb_req_kind_t;
 
 typedef struct {
-    const char *launcher;            /* cellblock-launcher */
-    const char *python;              /* sandboxed interpreter */
-    const char *runner;              /* runner.py on the host */
+    const char *launcher;             /* cellblock-launcher */
+    const char *python;               /* sandboxed interpreter */
+    const char *runner;               /* runner.py on the host */
     const char *const *launcher_args; /* forwarded flags, NULL-terminated (borrowed) */
-    long timeout_s;                  /* per execute, 0 = none */
-    long memory_mb;                  /* for messages */
-    uint64_t cell_output_max;        /* output bytes per execute */
-    struct cb_artifacts *artifacts;  /* collector (borrowed), NULL = off */
-    const char *preload;             /* modules to import while idle, or NULL */
+    long timeout_s;                   /* per execute, 0 = none */
+    long memory_mb;                   /* for messages */
+    uint64_t cell_output_max;         /* output bytes per execute */
+    struct cb_artifacts *artifacts;   /* collector (borrowed), NULL = off */
+    const char *preload;              /* modules to import while idle, or NULL */
 } cb_session_cfg_t;
 
 /* How a request ended (on_end). */
 typedef struct {
-    cb_req_kind_t kind;        /* what it was */
-    const cb_rframe_t *frame;  /* done, *_reply or bad_request; NULL when none came */
-    const char *ename;         /* set when the sandbox ended it: SandboxError, TimeoutError, ... */
-    const char *message;       /* ... and why, as a sentence for the user */
-    bool timed_out;            /* the cell's timeout interrupted it */
-    bool setup_failed;         /* the sandbox never came up for it */
-    json_t *artifacts;         /* execute: summary of the artifacts published (borrowed) */
+    cb_req_kind_t kind;       /* what it was */
+    const cb_rframe_t *frame; /* done, *_reply or bad_request; NULL when none came */
+    const char *ename;        /* set when the sandbox ended it: SandboxError, TimeoutError, ... */
+    const char *message;      /* ... and why, as a sentence for the user */
+    bool timed_out;           /* the cell's timeout interrupted it */
+    bool setup_failed;        /* the sandbox never came up for it */
+    json_t *artifacts;        /* execute: summary of the artifacts published (borrowed) */
 } cb_req_end_t;
 
 typedef struct {

@@ -52,12 +52,12 @@ void cb_msg_clear(cb_msg_t *m);
 
 /* Kernel-wide identity of every message sent, and what ZMQ still holds. */
 typedef struct {
-    cb_auth_t *auth;                /* borrowed */
-    char session[37];               /* one uuid per kernel process */
-    const char *username;           /* "cellblock" */
-    const char *version;            /* protocol version, "5.3" */
-    _Atomic uint64_t queued_bytes;  /* handed to ZMQ, not yet sent (or dropped) by it */
-    _Atomic uint64_t queued_msgs;   /* messages ditto */
+    cb_auth_t *auth;               /* borrowed */
+    char session[37];              /* one uuid per kernel process */
+    const char *username;          /* "cellblock" */
+    const char *version;           /* protocol version, "5.3" */
+    _Atomic uint64_t queued_bytes; /* handed to ZMQ, not yet sent (or dropped) by it */
+    _Atomic uint64_t queued_msgs;  /* messages ditto */
 } cb_wire_ctx_t;
 
 void cb_wire_ctx_init(cb_wire_ctx_t *ctx, cb_auth_t *auth);

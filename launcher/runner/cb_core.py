@@ -903,6 +903,9 @@ def _main():
             continue                  # stray input_reply, unknown types
         if isinstance(req.get("seq"), int):
             _S.seq = req["seq"]
+            if req.get("type") == "execute":
+                # what is printed from now on belongs to this request
+                _send({"type": "started"})
         try:
             handler(req)
         except BaseException as e:    # a runner bug must not end the session
