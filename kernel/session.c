@@ -21,6 +21,7 @@
 #include "kernel/session_priv.h"
 
 #include "artifacts/artifacts.h"
+#include "isolate/cgroup.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
 #include "launcher/flags.h"
@@ -427,6 +428,8 @@ void cb_session_destroy(cb_session_t **self_p) {
                 usleep(1000);
         }
     }
+    if (s->proc.pid > 0 && cb_cgroup_cleanup_kernel() < 0)
+        LOG_W("this kernel's cgroups could not all be removed");
     for (int i = 0; i < S_FD_COUNT; i++)
         if (s->reg[i].events != 0) zloop_poller_end(s->loop, &s->reg[i]);
     if (s->timer_id >= 0) zloop_timer_end(s->loop, s->timer_id);
