@@ -15,6 +15,8 @@
 
 #include <czmq.h>
 #include <jansson.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 /* A parsed, verified message. */
 typedef struct {
@@ -24,7 +26,8 @@ typedef struct {
     json_t *parent;       /* object (owned) */
     json_t *metadata;     /* object (owned) */
     json_t *content;      /* object (owned) */
-    size_t n_buffers;     /* binary buffers received (accepted, ignored) */
+    zframe_t **buffers;   /* binary buffers after the content (owned) */
+    size_t n_buffers;     /* count of buffers */
     const char *msg_type; /* borrowed from header */
     const char *msg_id;   /* borrowed from header */
 } cb_msg_t;
@@ -38,6 +41,8 @@ enum {
     CB_WIRE_EREPLAY,      /* signature seen before */
     CB_WIRE_EJSON,        /* a part is not a JSON object */
     CB_WIRE_EHEADER,      /* header lacks msg_id/msg_type strings */
+    CB_WIRE_EDEPTH,       /* content nested deeper than CB_JSON_DEPTH_MAX: header and
+                             parent are filled, content is NULL, so it can be refused */
 };
 const char *cb_wire_strerror(int reason);
 
@@ -46,12 +51,14 @@ const char *cb_wire_strerror(int reason);
 int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out);
 void cb_msg_clear(cb_msg_t *m);
 
-/* Kernel-wide identity of every message sent. */
+/* Kernel-wide identity of every message sent, and what ZMQ still holds. */
 typedef struct {
-    cb_auth_t *auth;      /* borrowed */
-    char session[37];     /* one uuid per kernel process */
-    const char *username; /* "cellblock" */
-    const char *version;  /* protocol version, "5.3" */
+    cb_auth_t *auth;               /* borrowed */
+    char session[37];              /* one uuid per kernel process */
+    const char *username;          /* "cellblock" */
+    const char *version;           /* protocol version, "5.3" */
+    _Atomic uint64_t queued_bytes; /* handed to ZMQ, not yet sent (or dropped) by it */
+    _Atomic uint64_t queued_msgs;  /* messages ditto */
 } cb_wire_ctx_t;
 
 void cb_wire_ctx_init(cb_wire_ctx_t *ctx, cb_auth_t *auth);
@@ -62,10 +69,25 @@ void cb_iso_now(char buf[32]);
 
 /* Sends one message on sock.  idents (borrowed, may be NULL/0) are copied in
  * front; for iopub pass topic instead (NULL = "kernel.<session>.<type>").
- * parent: borrowed (NULL = {}).  content: STEALS the reference (NULL = {}).
- * metadata: steals (NULL = {}).  0 ok, -1 failure (logged). */
+ * parent: borrowed (NULL = {}).  metadata: steals (NULL = {}).  content:
+ * STEALS the reference; NULL (a failed json_pack) is refused: nothing is
+ * sent and -1 returned, never an empty reply.  The serialised parts go to
+ * ZMQ without a copy and are counted in queued_bytes/queued_msgs until ZMQ
+ * frees them.  0 ok, -1 failure (logged). */
 int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
                  const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
                  json_t *content);
+
+/* A binary buffer to send after the content (comm messages of widgets). */
+typedef struct {
+    const void *data; /* borrowed */
+    size_t len;       /* bytes */
+} cb_wire_buf_t;
+
+/* cb_wire_send with n_buffers buffers (borrowed, copied) after the content. */
+int cb_wire_send_ex(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents,
+                    size_t n_idents, const char *topic, const char *msg_type, const json_t *parent,
+                    json_t *metadata, json_t *content, const cb_wire_buf_t *buffers,
+                    size_t n_buffers);
 
 #endif

@@ -32,11 +32,14 @@ import _thread
 import builtins
 
 _VERSION = 1
-_FRAME_MAX = 48 * 1024 * 1024
-_BAD_REQUEST_TEXT_MAX = 200          # characters of an undecodable frame's error quoted back
+_FRAME_MAX = 8 * 1024 * 1024     # CB_RUNNER_FRAME_MAX: the kernel drops larger frames
+_REPLY_MAX = 4 * 1024 * 1024     # CB_FRAME_REPLY_MAX: done, error and *_reply frames
+_REPLIES = frozenset(("done", "error", "complete_reply", "inspect_reply"))
+_BAD_REQUEST_TEXT_MAX = 200          # characters of an unusable frame's error quoted back
 _FD = 3
 _DIR = os.path.dirname(os.path.abspath(__file__))
-_MODULE_NAMES = ("cb_core", "cb_display", "cb_assist", "cb_magics", "cb_fast", "cb_shell")
+_MODULE_NAMES = ("cb_core", "cb_display", "cb_assist", "cb_magics", "cb_fast", "cb_shell",
+                 "cb_lazy")
 # code filenames of the runner's own files: their frames are hidden from
 # tracebacks and a SIGINT landing in them is deferred
 _RUNNER_FILES = {os.path.join(_DIR, n + ".py") for n in ("runner",) + _MODULE_NAMES}
@@ -77,6 +80,7 @@ class _State:
     main_filter = None   # the DeprecationWarning filter cb_fast added for __main__
     idle_load = True     # load the shell while idle (else only when a request needs it)
     colors = None        # the running execute's `colors` member (cb_shell)
+    seq = 0              # the kernel's sequence number of the request being handled
 
 
 _S = _State
@@ -220,7 +224,10 @@ def _fill():
 
 
 def _send(obj):
-    """Write one frame.  Flushes stdout/stderr first (ordering rule)."""
+    """Write one frame.  Flushes stdout/stderr first (ordering rule).  Every
+    frame carries the sequence number of the request it belongs to."""
+    if "seq" not in obj and obj.get("type") != "hello":
+        obj = dict(obj, seq=_S.seq)
     try:
         data = _dumps(obj).encode("utf-8", "replace")
     except ValueError:                                       # NaN, ...
@@ -228,9 +235,10 @@ def _send(obj):
         data = json.dumps(json.loads(json.dumps(obj, default=_json_default),
                                      parse_constant=lambda c: None),
                           ensure_ascii=False).encode("utf-8", "replace")
-    if len(data) > _FRAME_MAX:
+    limit = _REPLY_MAX if obj.get("type") in _REPLIES else _FRAME_MAX
+    if len(data) > limit:
         note = "cellblock: a %s output of %d bytes is over the %d-byte limit and was dropped\n" % (
-            obj.get("type"), len(data), _FRAME_MAX)
+            obj.get("type"), len(data), limit)
         try:
             sys.stderr.write(note)
         except Exception:
@@ -238,8 +246,8 @@ def _send(obj):
         if obj.get("type") not in ("done",):
             _flush()
             return
-        obj = dict(obj, user_expressions={}, payload=[])
-        data = _dumps(obj).encode("utf-8", "replace")[:_FRAME_MAX]
+        obj = dict(obj, user_expressions={}, payload=[], traceback=[])
+        data = _dumps(obj).encode("utf-8", "replace")
     frame = len(data).to_bytes(4, "big") + data
     _flush()
     with _S.lock:
@@ -254,9 +262,13 @@ def _send(obj):
             _wait_ack()
 
 
-def _bad_request(error):
-    """Tell the kernel that a frame it sent could not be used (never drop one silently)."""
-    _send({"type": "bad_request", "error": error[:_BAD_REQUEST_TEXT_MAX]})
+def _bad_request(error, seq=None):
+    """Tell the kernel that a frame it sent could not be used (never drop one
+    silently): the kernel ends the request in flight with an error reply."""
+    msg = {"type": "bad_request", "error": error[:_BAD_REQUEST_TEXT_MAX]}
+    if isinstance(seq, int):
+        msg["seq"] = seq
+    _send(msg)
 
 
 def _decode(body):
@@ -264,9 +276,9 @@ def _decode(body):
     try:
         obj = _loads(body.decode("utf-8", "replace"))
     except RecursionError:
-        obj, why = None, "frame nested too deeply to decode"
-    except Exception as e:
-        obj, why = None, "frame is not valid JSON (%s)" % (e,)
+        obj, why = None, "frame nested too deeply to decode (RecursionError)"
+    except BaseException as e:          # bad JSON, MemoryError
+        obj, why = None, "frame is not valid JSON (%s: %s)" % (type(e).__name__, e)
     else:
         why = "frame is not a JSON object"
     if isinstance(obj, dict) and isinstance(obj.get("type"), str):
@@ -946,6 +958,15 @@ class _ExitAutocall:
         return "Use exit() or Ctrl-D to leave the frontend; the kernel stays until it is shut down."
 
 
+def _comm_request(req):
+    """A frontend's comm message.  The minimal runner has no comm targets:
+    a comm_open is refused with a comm_close, as ipykernel does for a target
+    nobody registered; every comm request ends with comm_done."""
+    if req.get("type") == "comm_open":
+        _send({"type": "comm_close", "comm_id": req.get("comm_id", ""), "data": {}})
+    _send({"type": "comm_done"})
+
+
 # ---------------------------------------------------------------- the IPython shell, loaded while idle
 
 # Imported one per idle step before IPython itself, leaves first, so that a
@@ -1064,6 +1085,9 @@ def _assist_ipython(kind):
 
 
 _MINIMAL_HANDLERS = {
+    "comm_open": _comm_request,
+    "comm_msg": _comm_request,
+    "comm_close": _comm_request,
     "preload": _preload,
     "execute": _execute,
     "complete": _complete,
@@ -1072,6 +1096,10 @@ _MINIMAL_HANDLERS = {
 }
 
 _IPYTHON_HANDLERS = {
+    # no comm targets yet (issue 12 brings the shell's comm manager)
+    "comm_open": _comm_request,
+    "comm_msg": _comm_request,
+    "comm_close": _comm_request,
     "preload": _preload,
     "execute": _execute_ipython,
     "complete": _assist_ipython("complete"),
@@ -1189,8 +1217,13 @@ def _main(mode="minimal"):
         handler = (_IPYTHON_HANDLERS if _S.mode == "ipython" else _MINIMAL_HANDLERS).get(kind)
         if handler is None:
             if kind not in _STRAY:
-                _bad_request("unknown request type %r" % (kind[:40],))
+                _bad_request("unknown request type %r" % (kind[:40],), req.get("seq"))
             continue
+        if isinstance(req.get("seq"), int):
+            _S.seq = req["seq"]
+            if kind in ("execute", "comm_open", "comm_msg", "comm_close"):
+                # what is printed from now on belongs to this request
+                _send({"type": "started"})
         try:
             handler(req)
         except BaseException as e:    # a runner bug must not end the session

@@ -20,7 +20,7 @@ import sys
 import os
 import _signal
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # IPython/core/release.py names its version parts like this
 _RELEASE_PARTS = ("_version_major", "_version_minor", "_version_patch", "_version_extra")
