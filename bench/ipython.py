@@ -31,8 +31,6 @@ import argparse
 import json
 import os
 import re
-import socket
-import subprocess
 import sys
 import time
 
@@ -139,7 +137,6 @@ def runner_figures(shell, rounds):
         r = rr.r
         try:
             out["hello"].append(r.startup)
-            t = now()
             r.execute("1+1")
             out["first"].append(now() - r.t0)
             out["pss_before"].append(pss_kib(r.proc.pid))

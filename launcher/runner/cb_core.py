@@ -295,7 +295,7 @@ def _decode(body):
 # so the runner waits until the kernel has read the frame (SIOCOUTQ of the
 # socket is 0) and a little more.
 _STARTED_READ_LIMIT_S = 0.05
-_STARTED_GRACE_S = 0.0002
+_STARTED_GRACE_S = 0.0001
 _SIOCOUTQ = 0x5411                   # linux/sockios.h (= TIOCOUTQ)
 
 

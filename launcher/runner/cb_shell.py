@@ -28,7 +28,7 @@ import builtins
 _runner = sys.modules["_cellblock_runner"]
 _S = _runner._S
 
-from IPython.core import page, payloadpage, release  # noqa: E402
+from IPython.core import page, payloadpage  # noqa: E402
 from IPython.core.autocall import ZMQExitAutocall  # noqa: E402
 from IPython.core.compilerop import CachingCompiler  # noqa: E402
 from IPython.core.displayhook import DisplayHook  # noqa: E402

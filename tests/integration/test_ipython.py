@@ -14,7 +14,6 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
 from . import ipython_compare as ic
-from .helpers import is_cellblock
 
 pytestmark = [pytest.mark.cellblock_only, pytest.mark.timeout(240)]
 

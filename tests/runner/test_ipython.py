@@ -6,18 +6,15 @@ a plain cell gives the same frames whether the shell was there or not,
 undecodable kernel frames, the fallback when IPython cannot be loaded.
 """
 
-import json
 import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
-from .rclient import PYTHON, RUNNER, Runner
+from .rclient import RUNNER, Runner
 
 pytestmark = pytest.mark.shell("ipython")
 
