@@ -76,7 +76,6 @@ class _State:
     fast_cells = []      # cells run by cb_fast before the shell existed (replayed into it)
     stdin_error = None   # exception class input() raises without allow_stdin
     unders = ["", "", ""]  # the shell's DisplayHook _, __, ___ (kept by cb_fast until then)
-    fast_loaded = False  # the shell was loaded while a fast-path cell ran
     main_filter = None   # the DeprecationWarning filter cb_fast added for __main__
     idle_load = True     # load the shell while idle (else only when a request needs it)
     colors = None        # the running execute's `colors` member (cb_shell)
@@ -999,12 +998,14 @@ def _comm_request(req):
 # Imported one per idle step before IPython itself, leaves first, so that a
 # request never waits for more than one of them.  Only a hint for speed: a
 # name another IPython version does not use costs one failed lookup, and
-# the last step imports whatever is left.
+# the last step imports whatever is left.  What cb_lazy defers (jedi,
+# asyncio, pydoc, stack_data and its helpers, urllib.request) is not here;
+# _PREPARE puts its stand-ins in place just before IPython is imported.
+_PREPARE = "cellblock:prepare"
 _LOAD_STEPS = (
     "logging", "inspect", "traitlets", "traitlets.config", "pygments.lexers.python",
-    "pygments.formatters.terminal256", "pydoc", "pdb", "asyncio", "sqlite3",
-    "executing", "asttokens", "pure_eval", "stack_data", "decorator", "pickleshare", "pexpect",
-    "urllib.request", "cProfile", "timeit", "IPython", "IPython.core.magics",
+    "pygments.formatters.terminal256", "pdb", "sqlite3", "decorator", "pickleshare",
+    "pexpect", "cProfile", "timeit", _PREPARE, "IPython", "IPython.core.magics",
 )
 
 
@@ -1015,14 +1016,13 @@ def _loading():
 def _load_step():
     """Do the next step of loading the shell (_S.load_step None when over)."""
     i = _S.load_step
-    if i == 0:
-        _S.load_step = 1
-        _mod("cb_lazy").prepare()
-        return
-    if i <= len(_LOAD_STEPS):
+    if i < len(_LOAD_STEPS):
         _S.load_step = i + 1
+        if _LOAD_STEPS[i] == _PREPARE:
+            _mod("cb_lazy").prepare()
+            return
         try:
-            _std("importlib").import_module(_LOAD_STEPS[i - 1])
+            _std("importlib").import_module(_LOAD_STEPS[i])
         except BaseException:
             pass
         return

@@ -117,7 +117,6 @@ def _import_hook(orig):
             top = name.partition(".")[0]
             if _STDLIB is None or top not in _STDLIB or top in _PATCHED_STDLIB:
                 _runner._ensure_shell()
-                _S.fast_loaded = True
                 _runner._check_pending()
         return orig(name, globals, locals, fromlist, level)
 
@@ -189,7 +188,6 @@ def _start(req, count):
     _S.payload = []
     _S.in_cell = True
     _S.pending = False
-    _S.fast_loaded = False
 
 
 def _end(reply):
