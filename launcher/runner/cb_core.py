@@ -1083,8 +1083,20 @@ def _idle_step():
     return False
 
 
+# Loading starts once the sandbox has been idle this long after start-up:
+# the first request a client sends on kernel_info's reply then never
+# waits for a loading step.
+_IDLE_START_S = 0.1
+
+
 def _next_request():
     """The next request, doing idle work until one is there."""
+    if _S.load_step == 0 and _S.idle_load and not _request_waiting():
+        select = _std("select")
+        try:
+            select.select([_FD], [], [], _IDLE_START_S)
+        except (OSError, ValueError):
+            pass
     while not _request_waiting() and _idle_step():
         pass
     return _recv()
