@@ -93,7 +93,7 @@ def first_cell(spec, label, code):
         t = max(req.t_reply, req.t_result or 0)
         return t - k.t_launch
     finally:
-        k.kill()
+        k.shutdown()
 
 
 def idle_pss(spec, label, code, settle=1.5):
@@ -106,7 +106,7 @@ def idle_pss(spec, label, code, settle=1.5):
         time.sleep(settle)
         return tree_pss(k.pid)[0]
     finally:
-        k.kill()
+        k.shutdown()
 
 
 # ------------------------------------------------------------ the runner alone
