@@ -189,7 +189,7 @@ def equality(cb):
                     k.wait(req, timeout=60, idle=True)
                 got.append(run_keep(k, code))
             finally:
-                k.kill()
+                k.shutdown()
         rows.append((code, got[0] == got[1], got))
     return rows
 
