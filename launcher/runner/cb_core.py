@@ -288,33 +288,6 @@ def _decode(body):
     return None, why
 
 
-# After `started`: how long to wait for the kernel to read it, and then to
-# handle it.  The kernel drains the pipes before it handles a frame, so
-# output that reached the pipe before it handled `started` would count as
-# the previous cell's; `started` is not acknowledged (protocol version 2),
-# so the runner waits until the kernel has read the frame (SIOCOUTQ of the
-# socket is 0) and a little more.
-_STARTED_READ_LIMIT_S = 0.05
-_STARTED_GRACE_S = 0.0001
-_SIOCOUTQ = 0x5411                   # linux/sockios.h (= TIOCOUTQ)
-
-
-def _wait_kernel_read():
-    try:
-        fcntl = _std("fcntl")
-        import time
-        deadline = time.monotonic() + _STARTED_READ_LIMIT_S
-        queued = bytearray(4)
-        while True:
-            fcntl.ioctl(_FD, _SIOCOUTQ, queued, True)
-            if not int.from_bytes(queued, sys.byteorder) or time.monotonic() > deadline:
-                break
-            time.sleep(_STARTED_GRACE_S / 4)
-        time.sleep(_STARTED_GRACE_S)
-    except (OSError, ImportError, ValueError):
-        pass
-
-
 def _recv(interruptible=False):
     """Read one frame (a dict).  EOF ends the runner.
 
@@ -1263,8 +1236,7 @@ def _main(mode="minimal"):
             _S.seq = req["seq"]
             if kind in ("execute", "comm_open", "comm_msg", "comm_close"):
                 # what is printed from now on belongs to this request
-                _send({"type": "started"})
-                _wait_kernel_read()
+                _send({"type": "started"})      # ordered: waits for the ack
         try:
             handler(req)
         except BaseException as e:    # a runner bug must not end the session

@@ -223,6 +223,10 @@ def _start(runner, code, **kw):
            "user_expressions": {}, "allow_stdin": False, "execution_count": 1}
     req.update(kw)
     runner.send(req)
+    # the runner's `started` waits for its ack before the cell runs
+    f = runner._recv1(10)
+    assert f["type"] == "started", f
+    runner.started.append(runner.seqs[-1])
 
 
 def _wait_out(runner, marker):
