@@ -465,11 +465,14 @@ def test_host_changes_while_the_kernel_runs(start, nbdir):
 # notebooks: nbclient with the kernelspec installed with --workdir-source cwd
 # --------------------------------------------------------------------------
 
+# Results, not print(): the kernel on main can attribute a cell's first
+# pipe output to the previous cell (reported to the lead), and nbclient then
+# drops it; execute_result/display_data travel as frames with their cell.
 NOTEBOOK_CELLS = [
     "import pandas as pd\ndf = pd.read_csv('data/x.csv')\ndf",
     "from IPython.display import Image\nImage('python.png')",
-    "print(open('notes.txt').read())",
-    "df.assign(z=df.x * 2).to_csv('out.csv', index=False)\nprint(open('out.csv').read())",
+    "open('notes.txt').read()",
+    "df.assign(z=df.x * 2).to_csv('out.csv', index=False)\nopen('out.csv').read()",
     "import os\nsorted(p for p in os.listdir('.') if not p.startswith('.'))",
     "df.y.sum()",
 ]
