@@ -560,3 +560,52 @@ def test_client_sandbox_workdir_source(nbdir):
         assert sorted(e.name for e in sb.files.list(".")) == sorted(
             [n for n in os.listdir(nbdir) if not n.startswith(".") and n != "pipe"] + ["sums.csv"])
     assert snapshot(nbdir) == before
+
+
+def test_unprivileged_kernel_user(tmp_path):
+    """The common deployment: the kernel runs as the user who owns the
+    folder (no idmapping: the sandbox's id is that user's).  The folder is
+    bound from the old root inside the user namespace."""
+    import pwd
+    import secrets
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    if os.geteuid() != 0 or not os.path.exists(runuser) or not os.path.exists(useradd):
+        skip_or_fail("needs root, runuser and useradd to make a throwaway user")
+    name = "cbw" + secrets.token_hex(4)
+    subprocess.run([useradd, "--no-create-home", "--shell", "/bin/sh", name], check=True)
+    try:
+        pw = pwd.getpwnam(name)
+        import pathlib
+        import tempfile
+        base = pathlib.Path(tempfile.mkdtemp(prefix="cb-wd-user-"))  # pytest's tmp is 0700
+        (base / "nb" / "data").mkdir(parents=True)
+        (base / "nb" / "data" / "x.csv").write_text("x\n1\n")
+        (base / "nb" / ".env").write_text("USER-SECRET\n")
+        (base / "nb" / "data" / ".hidden").write_text("USER-SECRET-2\n")
+        os.chmod(base / "nb" / "data" / "x.csv", 0o600)
+        for dirpath, dirs, files in os.walk(base):
+            for n in [dirpath] + [os.path.join(dirpath, f) for f in dirs + files]:
+                os.chown(n, pw.pw_uid, pw.pw_gid)
+        before = snapshot(base / "nb")
+        code = ("import os\n"
+                "print(sorted(os.listdir('.')), sorted(os.listdir('data')))\n"
+                "print(open('data/x.csv').read(), end='')\n"
+                "print([os.path.exists(p) for p in ['.env', 'data/.hidden']])\n"
+                "_ = open('data/x.csv', 'a').write('2\\n'); _ = open('data/y.txt', 'w').write('y')\n")
+        p = subprocess.run([runuser, "-u", name, "--", CELLBLOCK_RUN, "run", "--workdir-source",
+                            str(base / "nb"), "--out", str(base / "out"), "-"],
+                           input=code, capture_output=True, text=True, timeout=TIMEOUT, cwd="/",
+                           env={"PATH": "/usr/bin:/bin", "HOME": "/", "LANG": "C.UTF-8"})
+        if p.returncode == 3 and "user namespace" in p.stderr.lower():
+            skip_or_fail("unprivileged user namespaces unavailable: " + p.stderr[-500:])
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.splitlines() == ["['data'] ['x.csv']", "x", "1", "[False, False]"], p.stdout
+        assert sorted(os.listdir(base / "out")) == ["data"]
+        assert sorted(os.listdir(base / "out" / "data")) == ["x.csv", "y.txt"]
+        assert (base / "out" / "data" / "x.csv").read_text() == "x\n1\n2\n"
+        assert snapshot(base / "nb") == before
+    finally:
+        subprocess.run(["userdel", name], check=False)
+        if "base" in locals():
+            shutil.rmtree(base, ignore_errors=True)
