@@ -71,10 +71,11 @@ def _run(kc, code):
     out = []
     while True:
         m = kc.get_iopub_msg(timeout=TIMEOUT)
-        if m["msg_type"] == "stream":   # (any parent: see test_workdir_source.py)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if m["msg_type"] == "stream":
             out.append(m["content"]["text"])
-        if (m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
-                and m["content"]["execution_state"] == "idle"):
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
             return "".join(out)
 
 

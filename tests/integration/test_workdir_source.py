@@ -163,12 +163,9 @@ class FolderKernel:
                 m = self.kc.get_iopub_msg(timeout=timeout)
             except queue.Empty:
                 raise AssertionError("no output within %ss" % timeout)
-            t, c = m["msg_type"], m["content"]
-            # (a stream is kept whatever its parent: the kernel on main may
-            # publish a cell's first output as the previous cell's "late"
-            # output when the pipe is read before the runner's `started`)
-            if m["parent_header"].get("msg_id") != msg_id and t != "stream":
+            if m["parent_header"].get("msg_id") != msg_id:
                 continue
+            t, c = m["msg_type"], m["content"]
             if t == "stream":
                 out.append(c["text"])
             elif t == "error":
@@ -471,14 +468,12 @@ def test_host_changes_while_the_kernel_runs(start, nbdir):
 # notebooks: nbclient with the kernelspec installed with --workdir-source cwd
 # --------------------------------------------------------------------------
 
-# Results, not print(): the kernel on main can attribute a cell's first
-# pipe output to the previous cell (reported to the lead), and nbclient then
-# drops it; execute_result/display_data travel as frames with their cell.
 NOTEBOOK_CELLS = [
     "import pandas as pd\ndf = pd.read_csv('data/x.csv')\ndf",
     "from IPython.display import Image\nImage('python.png')",
+    "print(open('notes.txt').read())",
+    "df.assign(z=df.x * 2).to_csv('out.csv', index=False)\nprint(open('out.csv').read())",
     "open('notes.txt').read()",
-    "df.assign(z=df.x * 2).to_csv('out.csv', index=False)\nopen('out.csv').read()",
     "import os\nsorted(p for p in os.listdir('.') if not p.startswith('.'))",
     "df.y.sum()",
 ]
