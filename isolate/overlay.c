@@ -140,8 +140,8 @@ int cb_overlay_plan(cb_mount_plan_t *p, const char *host_dir, const char *sandbo
         } else if (s_tree_attrs(tree, &st, host_id, idmapped) < 0) {
             int e = errno;
             close(tree);
-            (void) snprintf(why, why_len, "--workdir-source %s: cannot make it read-only: %s",
-                            real, strerror(e));
+            (void) snprintf(why, why_len, "--workdir-source %s: cannot make it read-only: %s", real,
+                            strerror(e));
             return -1;
         }
     }
@@ -332,8 +332,8 @@ static int s_walk(s_walk_t *w, s_level_t *l, unsigned depth) {
 int cb_overlay_hide(int lower_fd, int upper_fd, uid_t uid, gid_t gid, cb_overlay_stats_t *st) {
     struct stat ls;
     if (fstat(lower_fd, &ls) < 0) return -1;
-    s_walk_t w = {.uid = uid, .gid = gid, .dev = ls.st_dev, .budget = CB_OVERLAY_SCAN_MAX,
-                  .st = st};
+    s_walk_t w = {
+        .uid = uid, .gid = gid, .dev = ls.st_dev, .budget = CB_OVERLAY_SCAN_MAX, .st = st};
     s_level_t top = {.lower = lower_fd, .upper = upper_fd, .mode = ls.st_mode};
     int r = s_walk(&w, &top, 0);
     if (r == S_TOO_BIG) errno = E2BIG;

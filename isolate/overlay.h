@@ -33,11 +33,11 @@
 
 /* What the walk did (init sends it to the launcher, which logs it). */
 typedef struct {
-    unsigned long scanned;     /* entries examined */
-    unsigned long dotfiles;    /* dot-named entries hidden */
-    unsigned long specials;    /* fifos, sockets, devices hidden */
-    unsigned long dirs_cut;    /* directories hidden: past the bounds, unreadable, mounts */
-    bool idmapped;             /* the lower is idmapped to the sandbox (root) */
+    unsigned long scanned;  /* entries examined */
+    unsigned long dotfiles; /* dot-named entries hidden */
+    unsigned long specials; /* fifos, sockets, devices hidden */
+    unsigned long dirs_cut; /* directories hidden: past the bounds, unreadable, mounts */
+    bool idmapped;          /* the lower is idmapped to the sandbox (root) */
 } cb_overlay_stats_t;
 
 /* Plans the overlay of host_dir at sandbox (CB_SANDBOX_HOME).  upper_opts

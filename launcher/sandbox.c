@@ -400,9 +400,10 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
     case CB_STEP_MOUNT:
         if (e->arg >= 0 && (size_t) e->arg < sb->mounts.n &&
             sb->mounts.ops[e->arg].kind == CB_MNT_OVERLAY)
-            return e->err == E2BIG ? "--workdir-source: the folder has more than "
-                                     S_STR(CB_OVERLAY_SCAN_MAX) " entries at its top level"
-                                   : "while overlaying the --workdir-source folder";
+            return e->err == E2BIG
+                       ? "--workdir-source: the folder has more than " S_STR(
+                             CB_OVERLAY_SCAN_MAX) " entries at its top level"
+                       : "while overlaying the --workdir-source folder";
         if (e->arg >= 0 && (size_t) e->arg < sb->mounts.n) {
             const cb_mount_op_t *op = &sb->mounts.ops[e->arg];
             (void) snprintf(buf, len, "while mounting %s%s%s",
@@ -475,13 +476,6 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
     else
         (void) snprintf(net, sizeof net, "%s",
                         sb->opts->network_host ? "NETWORK HOST" : "net (lo only)");
-    char home[S_ISOLATION_MAX / 4] = "";
-    if (sb->wd_source[0])
-        (void) snprintf(home, sizeof home,
-                        "; home: a host folder read-only below a %ld MiB tmpfs (dotfiles hidden, "
-                        "%s%s)",
-                        sb->opts->disk_mb, sb->ovl.idmapped ? "read as its owner" : "read as others",
-                        sb->ovl.dirs_cut ? ", some directories hidden past the bounds" : "");
     char ll[CB_OPT_MAX_NAME];
     if (sb->landlock_abi > 0)
         (void) snprintf(ll, sizeof ll, "Landlock ABI %d (writes: home, /tmp, /dev/shm)",
@@ -491,15 +485,21 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
     (void) snprintf(buf, len,
                     "cellblock sandbox: namespaces %spid,mount,%.160s,ipc,uts,cgroup; uid %lu "
                     "(host uid %lu%s); %s; "
-                    "disk %ld MiB tmpfs (home, /tmp)%s; open files %ld; seccomp allowlist "
+                    "disk %ld MiB tmpfs (home, /tmp); open files %ld; seccomp allowlist "
                     "(%u syscalls, native ABI only); %s; no capabilities, no_new_privs",
                     sb->userns ? "user," : "", net, (unsigned long) sb->uid,
                     sb->root ? sb->lease.id : (unsigned long) getuid(),
                     !sb->root    ? ", the kernel's user"
                     : sb->userns ? ", the sandbox's own"
                                  : ", the sandbox's own, no user namespace",
-                    sb->limits_desc, sb->opts->disk_mb, home, sb->opts->open_files,
-                    sb->filter.n_allowed, ll);
+                    sb->limits_desc, sb->opts->disk_mb, sb->opts->open_files, sb->filter.n_allowed,
+                    ll);
+    size_t used = strlen(buf);
+    if (sb->wd_source[0] && used < len) /* --workdir-source (truncated, never overrun) */
+        (void) snprintf(buf + used, len - used,
+                        "; home: a host folder read-only below the tmpfs (dotfiles hidden, %s%s)",
+                        sb->ovl.idmapped ? "read as its owner" : "read as others",
+                        sb->ovl.dirs_cut ? ", directories past the bounds hidden" : "");
 }
 
 static int s_plan(cb_sandbox_t *sb) {

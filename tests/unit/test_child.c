@@ -51,8 +51,8 @@ int main(void) {
     TAP_EQ_INT(cb_exec_plan_init(&p, "/usr/bin/python3", "/opt/r.py", "/home/user", "user"), 0,
                "plan");
     TAP_EQ_STR(p.argv[1], "-I", "isolated by default");
-    const char *env[] = {"API_TOKEN", "TZ",       "MISSING",        "LANG=de_DE.UTF-8",
-                         "X=1",       "X=2",      "EMPTY",          NULL};
+    const char *env[] = {"API_TOKEN", "TZ",  "MISSING", "LANG=de_DE.UTF-8",
+                         "X=1",       "X=2", "EMPTY",   NULL};
     TAP_EQ_INT(cb_exec_plan_env(&p, env, 7, kid), 0, "--env applied");
     TAP_EQ_STR(s_get(&p, "API_TOKEN"), "s3cret=x", "bare NAME: the parent's start-up value");
     TAP_EQ_STR(s_get(&p, "TZ"), "Europe/Paris", "bare TZ");
