@@ -32,8 +32,7 @@
 #define CB_ENV_MAX          24                             /* entries of the runner's env */
 #define CB_ENV_ENTRY_MAX    512                            /* bytes of one env entry */
 #define CB_ENV_NAME_MAX     128                            /* --env: bytes of a NAME */
-#define CB_ENV_PARENT_MAX   (2u << 20)                     /* --env NAME: bytes of the kernel's
-                                                              /proc/PID/environ read */
+#define CB_ENV_PARENT_MAX   (2u << 20)                     /* --env NAME: environ bytes read */
 #define CB_REPORT_PUMP_MAX  256                            /* log datagrams relayed per pump */
 #define CB_REAP_LOOP_MAX    4096                           /* waitpid(WNOHANG) per SIGCHLD */
 #define CB_WORKDIR_TEMPLATE "/tmp/cellblock-XXXXXX"        /* --sandbox none workdir */
