@@ -537,9 +537,9 @@ static int s_file(s_collect_t *c, const cb_artifacts_fs_item_t *it, const s_seen
     if (kind == CB_ARTIFACTS_KIND_NONE) return 0; /* not a type we collect: no state either */
     /* unchanged; or a baseline file copied up or chmod'ed with the same
      * size and mtime: still the host's file */
-    if (old && (s_same_key(&old->st, &it->st) ||
-                (old->baseline && old->st.st_size == it->st.st_size &&
-                 s_same_time(&old->st.st_mtim, &it->st.st_mtim)))) {
+    if (old &&
+        (s_same_key(&old->st, &it->st) || (old->baseline && old->st.st_size == it->st.st_size &&
+                                           s_same_time(&old->st.st_mtim, &it->st.st_mtim)))) {
         if (s_record(c, it->path, &it->st, old->sent, old->sha) < 0) return -1;
         c->next[c->n_next - 1].baseline = old->baseline;
         return 0;

@@ -73,11 +73,11 @@
 #define CB_SANDBOX_MKDIR_MODE    0755                    /* mountpoints we create */
 
 /* ---- --workdir-source: the notebook folder overlay (isolate/overlay.h) -- */
-#define CB_OVERLAY_SCAN_MAX   50000        /* entries of the folder examined at start */
-#define CB_OVERLAY_DEPTH_MAX  32           /* directory levels below the folder walked */
-#define CB_OVERLAY_DIRENT_BUF 4096         /* getdents64 buffer per level of the walk */
-#define CB_OVERLAY_UPPER_FS   "ovl-upper"  /* staging: the tmpfs of upper and work */
-#define CB_OVERLAY_LOWER      "ovl-lower"  /* staging: the read-only folder */
+#define CB_OVERLAY_SCAN_MAX   50000       /* entries of the folder examined at start */
+#define CB_OVERLAY_DEPTH_MAX  32          /* directory levels below the folder walked */
+#define CB_OVERLAY_DIRENT_BUF 4096        /* getdents64 buffer per level of the walk */
+#define CB_OVERLAY_UPPER_FS   "ovl-upper" /* staging: the tmpfs of upper and work */
+#define CB_OVERLAY_LOWER      "ovl-lower" /* staging: the read-only folder */
 
 /* ---- cgroups ----------------------------------------------------------- */
 #define CB_CGROUP_ROOT            "/sys/fs/cgroup" /* where controllers are mounted */

@@ -109,9 +109,9 @@ static int s_check_pin(const char *v, char *err, size_t len) {
 /* --workdir-source DIR|cwd: "cwd" is resolved by the launcher (it starts in
  * the kernel's working directory); DIR must be an existing directory, and
  * never one that holds the system or every user's home. */
-static const char *const s_wd_refused[] = {"/",    "/proc", "/sys", "/dev", "/run", "/etc",
-                                           "/boot", "/usr", "/var", "/home", "/lib",  "/bin",
-                                           "/sbin", "/tmp"};
+static const char *const s_wd_refused[] = {"/",    "/proc", "/sys",  "/dev", "/run",
+                                           "/etc", "/boot", "/usr",  "/var", "/home",
+                                           "/lib", "/bin",  "/sbin", "/tmp"};
 /* below these, nothing may be a notebook folder */
 static const char *const s_wd_refused_below[] = {"/proc", "/sys", "/dev", "/run", "/etc", "/boot"};
 
@@ -125,8 +125,7 @@ int cb_flags_workdir_refused(const char *real, char *err, size_t len) {
     for (size_t i = 0; i < sizeof s_wd_refused_below / sizeof s_wd_refused_below[0]; i++) {
         size_t n = strlen(s_wd_refused_below[i]);
         if (strncmp(real, s_wd_refused_below[i], n) == 0 && real[n] == '/')
-            return s_fail(err, len, "%s: refusing a folder below %s", real,
-                          s_wd_refused_below[i]);
+            return s_fail(err, len, "%s: refusing a folder below %s", real, s_wd_refused_below[i]);
     }
     return 0;
 }
@@ -152,9 +151,9 @@ static const char *const s_env_python_ok[] = {"PYTHONHASHSEED", "PYTHONIOENCODIN
 /* Names the sandbox sets itself (child.c, netproxy.c): its layout and its
  * only way out. */
 static const char *const s_env_fixed[] = {
-    "PATH",        "HOME",       "USER",       "LOGNAME",     "TMPDIR",     "CELLBLOCK",
-    "HTTP_PROXY",  "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY",  "no_proxy",
-    "ALL_PROXY",   "all_proxy",  "GLIBC_TUNABLES"};
+    "PATH",      "HOME",       "USER",        "LOGNAME",    "TMPDIR",
+    "CELLBLOCK", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
+    "NO_PROXY",  "no_proxy",   "ALL_PROXY",   "all_proxy",  "GLIBC_TUNABLES"};
 
 static bool s_name_is(const char *name, size_t n, const char *what) {
     return strlen(what) == n && memcmp(name, what, n) == 0;

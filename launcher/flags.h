@@ -77,7 +77,7 @@ typedef struct {
     long network_max_mb;                             /* bytes relayed per session, MiB */
 
     /* notebook folders and environment (issue 11) */
-    const char *workdir_source;         /* DIR or "cwd": host dir overlaid on the home, or NULL */
+    const char *workdir_source;          /* DIR or "cwd": host dir overlaid on the home, or NULL */
     const char *env[CB_FLAG_REPEAT_MAX]; /* NAME or NAME=VALUE, checked by cb_flags_env_check */
     size_t n_env;                        /* used entries of env */
 } cb_config_t;

@@ -400,10 +400,9 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
     case CB_STEP_MOUNT:
         if (e->arg >= 0 && (size_t) e->arg < sb->mounts.n &&
             sb->mounts.ops[e->arg].kind == CB_MNT_OVERLAY)
-            return e->err == E2BIG
-                       ? "--workdir-source: the folder has more than " S_STR(
-                             CB_OVERLAY_SCAN_MAX) " entries at its top level"
-                       : "while overlaying the --workdir-source folder";
+            return e->err == E2BIG ? "--workdir-source: the folder has more than " S_STR(
+                                         CB_OVERLAY_SCAN_MAX) " entries at its top level"
+                                   : "while overlaying the --workdir-source folder";
         if (e->arg >= 0 && (size_t) e->arg < sb->mounts.n) {
             const cb_mount_op_t *op = &sb->mounts.ops[e->arg];
             (void) snprintf(buf, len, "while mounting %s%s%s",

@@ -95,11 +95,21 @@ int main(void) {
     TAP_OK(s_kernel("env", "PYTHONHASHSEED=0") == 0, "--env PYTHONHASHSEED allowed");
     TAP_OK(s_kernel("env", "TZ") == 0 && s_kernel("env", "LANG=de_DE.UTF-8") == 0,
            "locale and TZ may be set");
-    static const char *const refused[] = {"LD_PRELOAD=/x.so", "LD_LIBRARY_PATH", "LD_AUDIT=x",
-                                          "PYTHONPATH=/x",    "PYTHONSTARTUP",   "PYTHONHOME",
-                                          "PATH=/x",          "HOME",            "TMPDIR=/",
-                                          "HTTPS_PROXY=x",    "GLIBC_TUNABLES",  "CELLBLOCK_X",
-                                          "1A",               "A-B",             "=x",
+    static const char *const refused[] = {"LD_PRELOAD=/x.so",
+                                          "LD_LIBRARY_PATH",
+                                          "LD_AUDIT=x",
+                                          "PYTHONPATH=/x",
+                                          "PYTHONSTARTUP",
+                                          "PYTHONHOME",
+                                          "PATH=/x",
+                                          "HOME",
+                                          "TMPDIR=/",
+                                          "HTTPS_PROXY=x",
+                                          "GLIBC_TUNABLES",
+                                          "CELLBLOCK_X",
+                                          "1A",
+                                          "A-B",
+                                          "=x",
                                           ""};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         int rc = s_launcher("env", refused[i], err, sizeof err);
@@ -116,8 +126,8 @@ int main(void) {
     TAP_OK(s_kernel("workdir-source", "rel/dir") == -1, "relative DIR refused");
     TAP_OK(s_kernel("workdir-source", "/no/such/dir") == -1, "missing DIR refused");
     TAP_OK(s_kernel("workdir-source", "/etc/hostname") == -1, "a file is no DIR");
-    static const char *const sys_dirs[] = {"/", "/etc", "/proc", "/usr", "/home", "/proc/self",
-                                           "/etc/ssl"};
+    static const char *const sys_dirs[] = {"/",     "/etc",       "/proc",   "/usr",
+                                           "/home", "/proc/self", "/etc/ssl"};
     for (size_t i = 0; i < sizeof sys_dirs / sizeof sys_dirs[0]; i++)
         TAP_OK(s_kernel("workdir-source", sys_dirs[i]) == -1, "--workdir-source %s refused",
                sys_dirs[i]);
@@ -152,11 +162,26 @@ int main(void) {
     cb_options_fini(&o);
 
     /* kernel -> launcher: canonical forms the launcher parses back to the same values */
-    const char *ka[] = {"k",         "-f",        "/c.json", "--memory",
-                        "2g",        "--cpus",    "0.25",    "--ro-bind",
-                        "/a:/b",     "--ro-bind", "/c:/d",   "--require-limits",
-                        "--timeout", "5",         "--env",   "K1",
-                        "--env",     "K2=v",      "--workdir-source", "cwd"};
+    const char *ka[] = {"k",
+                        "-f",
+                        "/c.json",
+                        "--memory",
+                        "2g",
+                        "--cpus",
+                        "0.25",
+                        "--ro-bind",
+                        "/a:/b",
+                        "--ro-bind",
+                        "/c:/d",
+                        "--require-limits",
+                        "--timeout",
+                        "5",
+                        "--env",
+                        "K1",
+                        "--env",
+                        "K2=v",
+                        "--workdir-source",
+                        "cwd"};
     cb_opts_t *ko = calloc(1, sizeof *ko);
     TAP_EQ_INT(cb_opts_parse(20, (char **) ka, ko, "test", NULL, NULL), CB_OPTS_RUN,
                "kernel: many flags");
