@@ -151,7 +151,8 @@ class Sandbox:
         self._args = _limit_args(memory, timeout, network, cpus, pids, disk, artifacts)
         if workdir_source is not None:
             src = os.fspath(workdir_source)
-            self._args += ["--workdir-source", src if src == "cwd" else os.path.abspath(src)]
+            self._args += ["--workdir-source",
+                           src if src == "cwd" else os.path.abspath(os.path.expanduser(src))]
         self._envs = {str(k): str(v) for k, v in dict(envs or {}).items()}
         for k in self._envs:
             if not k or "=" in k or "\0" in k:
