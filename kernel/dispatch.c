@@ -181,9 +181,10 @@ static void s_comm(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
         return;
     }
     if (!open && strcmp(m->msg_type, "comm_close") == 0) cb_comms_close(k->comms, id);
-    json_t *f = json_pack("{s:s, s:s, s:o, s:O, s:o}", "type", m->msg_type, "comm_id", id, "data",
-                          data ? json_incref(data) : json_object(), "metadata", m->metadata,
-                          "buffers", s_buffers_b64(m));
+    /* header: the runner's kernel.get_parent() (an Output widget captures by its msg_id) */
+    json_t *f = json_pack("{s:s, s:s, s:o, s:O, s:o, s:O}", "type", m->msg_type, "comm_id", id,
+                          "data", data ? json_incref(data) : json_object(), "metadata",
+                          m->metadata, "buffers", s_buffers_b64(m), "header", m->header);
     if (f && open) {
         json_object_set_new(f, "target_name", json_string(target));
         if (module) json_object_set_new(f, "target_module", json_string(module));
@@ -221,7 +222,9 @@ static void s_to_session(cb_kernel_t *k, cb_msg_t *m, cb_req_kind_t kind, json_t
     cb_server_sync_shell(k);
     if (frame == NULL) LOG_E("could not build the %s frame", k->cur.msg_type);
     if (frame != NULL && cb_session_request(k->session, kind, frame) == 0) {
-        if (kind == CB_REQ_EXECUTE) cb_relay_remember(k, cb_session_seq(k->session), k->cur.header);
+        /* late output names its request by seq: a cell, or a widget's handler */
+        if (kind == CB_REQ_EXECUTE || kind == CB_REQ_COMM)
+            cb_relay_remember(k, cb_session_seq(k->session), k->cur.header);
         return;
     }
     const char *fatal = cb_session_fatal(k->session);
@@ -273,10 +276,11 @@ static void s_execute(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) 
     }
     json_decref(k->last_parent);
     k->last_parent = json_incref(m->header);
-    json_t *f = json_pack("{s:s, s:O, s:b, s:b, s:O, s:b, s:i}", "type", "execute", "code", code,
-                          "silent", k->ex_silent, "store_history", k->ex_store, "user_expressions",
-                          ue ? ue : json_object(), "allow_stdin", k->ex_stdin, "execution_count",
-                          k->ex_shown);
+    /* header: the runner's kernel.get_parent() (an Output widget captures by its msg_id) */
+    json_t *f = json_pack("{s:s, s:O, s:b, s:b, s:o, s:b, s:i, s:O}", "type", "execute", "code",
+                          code, "silent", k->ex_silent, "store_history", k->ex_store,
+                          "user_expressions", ue ? json_incref(ue) : json_object(), "allow_stdin", k->ex_stdin,
+                          "execution_count", k->ex_shown, "header", m->header);
     s_to_session(k, m, CB_REQ_EXECUTE, f);
 }
 

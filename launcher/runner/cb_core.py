@@ -39,7 +39,7 @@ _BAD_REQUEST_TEXT_MAX = 200          # characters of an unusable frame's error q
 _FD = 3
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _MODULE_NAMES = ("cb_core", "cb_display", "cb_assist", "cb_magics", "cb_fast", "cb_shell",
-                 "cb_lazy")
+                 "cb_lazy", "cb_comm")
 # code filenames of the runner's own files: their frames are hidden from
 # tracebacks and a SIGINT landing in them is deferred
 _RUNNER_FILES = {os.path.join(_DIR, n + ".py") for n in ("runner",) + _MODULE_NAMES}
@@ -60,8 +60,14 @@ class _State:
     allow_stdin = False
     count = 0            # execution_count of the running cell
     silent = False
-    rbuf = b""
-    lock = _thread.allocate_lock()
+    rbuf = b""           # bytes read from fd 3, not yet taken as frames (rlock)
+    lock = _thread.allocate_lock()   # held while a frame is written and its ack awaited
+    rlock = _thread.RLock()          # held while fd 3 is read and rbuf parsed
+    acks = 0             # acks read for the frame being written (by whichever thread read)
+    ack_waiter = None    # lock released to wake a sender whose ack another thread read
+    deferred = []        # frames to send at the next safe point (_defer)
+    request = None       # the execute or comm request being handled (kernel.get_parent())
+    request_serial = 0   # counts them
     user = None          # the user's __main__ module
     flags = 0            # __future__ flags collected from earlier cells
     cell_serial = 0
@@ -193,27 +199,87 @@ def _die():
 # after a display could be drained (and published) before the display.
 _ACKED = frozenset(("display", "update_display", "execute_result", "clear_output", "error",
                     "started", "comm_open", "comm_msg", "comm_close"))
+# An ack frame is tiny: only frames shorter than this are decoded to look for one
+_ACK_FRAME_MAX = 64
+# A sender whose ack another thread is reading checks again at least this often
+_ACK_POLL_S = 0.05
+
+# Reading fd 3.  One thread at a time reads (_S.rlock, reentrant): the main
+# thread for requests, or the thread that waits for the ack of its frame
+# (a widget updated by a background thread, while the main thread runs a
+# cell or sits idle waiting for a request).  Whoever reads moves every ack
+# out of the read buffer into _S.acks and wakes the sender waiting for it;
+# other frames stay buffered, in order, for the main thread.  Senders are
+# serialised by _S.lock, so at most one ack is awaited at any time.
+
+
+def _is_ack(body):
+    if len(body) >= _ACK_FRAME_MAX or b'"ack"' not in body:
+        return False
+    obj, _ = _decode(body)
+    return obj is not None and obj.get("type") == "ack"
+
+
+def _got_acks(n):
+    _S.acks += n
+    waiter = _S.ack_waiter
+    if waiter is not None:
+        try:
+            waiter.release()
+        except RuntimeError:            # not waiting (any more)
+            pass
+
+
+def _extract_acks():
+    """Move the complete ack frames out of the read buffer (rlock held)."""
+    buf = _S.rbuf
+    off = start = found = 0
+    keep = []
+    while len(buf) - off >= 4:
+        n = int.from_bytes(buf[off:off + 4], "big")
+        if n == 0 or n > _FRAME_MAX or len(buf) - off - 4 < n:
+            break                       # incomplete, or broken (_recv reports it)
+        if _is_ack(buf[off + 4:off + 4 + n]):
+            keep.append(buf[start:off])
+            start = off + 4 + n
+            found += 1
+        off += 4 + n
+    if found:
+        keep.append(buf[start:])
+        _S.rbuf = b"".join(keep)
+        _got_acks(found)
 
 
 def _wait_ack():
-    """Consume the kernel's next ack frame, leaving any other frame buffered."""
-    while True:
-        buf = _S.rbuf
-        off = 0
-        while len(buf) - off >= 4:
-            n = int.from_bytes(buf[off:off + 4], "big")
-            if len(buf) - off - 4 < n:
-                break
-            body = buf[off + 4:off + 4 + n]
-            if n < 64 and b'"ack"' in body:
-                _S.rbuf = buf[:off] + buf[off + 4 + n:]
-                return
-            off += 4 + n
-        _fill()
+    """Wait for the kernel's ack of the frame just written (_S.lock held)."""
+    me = None
+    while _S.acks <= 0:
+        if _S.rlock.acquire(False):
+            try:
+                _extract_acks()
+                if _S.acks <= 0:
+                    _fill()
+                    _extract_acks()
+            finally:
+                _S.rlock.release()
+            continue
+        # another thread reads (the main one, waiting for a request): it
+        # hands the ack over through `me`
+        if me is None:
+            me = _thread.allocate_lock()
+            me.acquire()
+        _S.ack_waiter = me
+        try:
+            if _S.acks <= 0:
+                me.acquire(True, _ACK_POLL_S)
+        finally:
+            _S.ack_waiter = None
+    _S.acks -= 1
 
 
 def _fill():
-    """Append what the socket has to the read buffer; EOF ends the runner."""
+    """Append what the socket has to the read buffer (rlock held); EOF ends
+    the runner."""
     try:
         data = os.read(_FD, 1 << 16)
     except OSError:
@@ -223,9 +289,30 @@ def _fill():
     _S.rbuf += data
 
 
+def _defer(obj):
+    """Send a frame at the next safe point: for code that may run inside a
+    frame being written (a comm closed by the garbage collector)."""
+    _S.deferred.append(dict(obj, seq=_S.seq) if "seq" not in obj else obj)
+
+
+def _send_deferred():
+    while _S.deferred:
+        try:
+            obj = _S.deferred.pop(0)
+        except IndexError:              # another thread took it
+            break
+        _write(obj)
+
+
 def _send(obj):
     """Write one frame.  Flushes stdout/stderr first (ordering rule).  Every
     frame carries the sequence number of the request it belongs to."""
+    if _S.deferred:
+        _send_deferred()
+    _write(obj)
+
+
+def _write(obj):
     if "seq" not in obj and obj.get("type") != "hello":
         obj = dict(obj, seq=_S.seq)
     try:
@@ -251,6 +338,9 @@ def _send(obj):
     frame = len(data).to_bytes(4, "big") + data
     _flush()
     with _S.lock:
+        acked = obj.get("type") in _ACKED
+        if acked:
+            _S.acks = 0                 # none can be for this frame yet
         view = memoryview(frame)
         try:
             while view:
@@ -258,7 +348,7 @@ def _send(obj):
                 view = view[n:]
         except OSError:
             _die()
-        if obj.get("type") in _ACKED:
+        if acked:
             _wait_ack()
 
 
@@ -288,6 +378,33 @@ def _decode(body):
     return None, why
 
 
+def _next_frame(interruptible):
+    """The first complete frame of the read buffer that is not an ack (acks
+    are counted for their sender), decoded; None when there is none (rlock
+    held)."""
+    while True:
+        buf = _S.rbuf
+        if len(buf) < 4:
+            return None
+        n = int.from_bytes(buf[:4], "big")
+        if n > _FRAME_MAX or n == 0:
+            # the stream cannot be re-synchronised: say why, then end
+            _bad_request("frame length %d is outside 1..%d" % (n, _FRAME_MAX))
+            _die()
+        if len(buf) < 4 + n:
+            return None
+        _S.rbuf = buf[4 + n:]
+        obj, why = _decode(buf[4:4 + n])
+        if obj is not None:
+            if obj.get("type") == "ack" and n < _ACK_FRAME_MAX:
+                _got_acks(1)            # a background thread's frame
+                continue
+            return obj
+        if interruptible:
+            return {"type": "input_reply", "error": "the kernel's reply could not be read: " + why}
+        _bad_request(why)
+
+
 def _recv(interruptible=False):
     """Read one frame (a dict).  EOF ends the runner.
 
@@ -300,31 +417,21 @@ def _recv(interruptible=False):
     cell ends with its own done.
     """
     while True:
-        buf = _S.rbuf
-        if len(buf) >= 4:
-            n = int.from_bytes(buf[:4], "big")
-            if n > _FRAME_MAX or n == 0:
-                # the stream cannot be re-synchronised: say why, then end
-                _bad_request("frame length %d is outside 1..%d" % (n, _FRAME_MAX))
-                _die()
-            if len(buf) >= 4 + n:
-                _S.rbuf = buf[4 + n:]
-                obj, why = _decode(buf[4:4 + n])
-                if obj is not None:
-                    return obj
-                if interruptible:
-                    return {"type": "input_reply",
-                            "error": "the kernel's reply could not be read: " + why}
-                _bad_request(why)
+        with _S.rlock:
+            obj = _next_frame(interruptible)
+            if obj is not None:
+                return obj
+            if not interruptible:
+                _fill()
                 continue
-        if interruptible:
-            select = _std("select")
-            _S.sigmode = _SIG_INPUT
-            try:
-                select.select([_FD], [], [])
-            finally:
-                _S.sigmode = _SIG_USER
-        _fill()
+        select = _std("select")
+        _S.sigmode = _SIG_INPUT
+        try:
+            select.select([_FD], [], [])
+        finally:
+            _S.sigmode = _SIG_USER
+        with _S.rlock:
+            _fill()
 
 
 # ---------------------------------------------------------------- lazy modules
@@ -549,8 +656,80 @@ def _seed_matplotlib_cache(m):
         pass                          # no seed: matplotlib builds the list itself
 
 
+def _patch_comm(m):
+    """The `comm` package creates the runner's comms (as ipykernel >= 6.18
+    makes it create its own)."""
+    _mod("cb_comm").patch_comm_package(m)
+
+
 _POST_IMPORT["matplotlib"] = _seed_matplotlib_cache
 _POST_IMPORT["getpass"] = _patch_getpass
+_POST_IMPORT["comm"] = _patch_comm
+
+
+class _ShimLoader:
+    def __init__(self, fill):
+        self._fill = fill
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        self._fill(module)
+
+
+class _IpykernelFinder:
+    """sys.meta_path entry: `ipykernel` and `ipykernel.comm` are the
+    runner's, whether or not ipykernel is installed in the sandbox's Python.
+    Widgets import `ipykernel.comm.Comm` and find the kernel through
+    `get_ipython().kernel`; the real package would bring ZMQ sockets and a
+    kernel that do not exist here (cellblock's kernel is outside the
+    sandbox), and its comms would publish nothing.  The `ipykernel` package
+    served here has the real one's directories on its __path__, so its
+    other modules (jsonutil, ...) still import from there."""
+
+    _COMM = ("ipykernel.comm", "ipykernel.comm.comm", "ipykernel.comm.manager")
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "ipykernel" and name not in self._COMM:
+            return None
+        machinery = _std("importlib.machinery")
+        if name == "ipykernel":
+            spec = machinery.ModuleSpec(name, _ShimLoader(self._package), is_package=True)
+            real = None
+            try:
+                real = machinery.PathFinder.find_spec(
+                    name, [p for p in sys.path if p and p != _DIR])
+            except Exception:
+                pass
+            locations = getattr(real, "submodule_search_locations", None)
+            spec.submodule_search_locations = list(locations) if locations else []
+            return spec
+        spec = machinery.ModuleSpec(name, _ShimLoader(self._comm),
+                                    is_package=name == "ipykernel.comm")
+        if name == "ipykernel.comm":
+            spec.submodule_search_locations = []
+        return spec
+
+    @staticmethod
+    def _package(module):
+        module.__doc__ = ("ipykernel as cellblock's sandbox provides it: ipykernel.comm is the "
+                         "runner's; the kernel itself runs outside the sandbox.")
+        try:                            # the installed ipykernel's version, if any
+            v = _std("importlib").import_module("ipykernel._version")
+            for name in ("__version__", "version_info", "kernel_protocol_version",
+                         "kernel_protocol_version_info"):
+                if hasattr(v, name):
+                    setattr(module, name, getattr(v, name))
+        except Exception:
+            pass
+
+    @staticmethod
+    def _comm(module):
+        _mod("cb_comm").fill_ipykernel_comm(module)
+
+    def invalidate_caches(self):
+        pass
 
 
 def _minimal_hooks():
@@ -959,12 +1138,9 @@ class _ExitAutocall:
 
 
 def _comm_request(req):
-    """A frontend's comm message.  The minimal runner has no comm targets:
-    a comm_open is refused with a comm_close, as ipykernel does for a target
-    nobody registered; every comm request ends with comm_done."""
-    if req.get("type") == "comm_open":
-        _send({"type": "comm_close", "comm_id": req.get("comm_id", ""), "data": {}})
-    _send({"type": "comm_done"})
+    """A frontend's comm_open, comm_msg or comm_close: the comm manager runs
+    the handlers (cb_comm, in both shells), then comm_done."""
+    _mod("cb_comm").handle(req)
 
 
 # ---------------------------------------------------------------- the IPython shell, loaded while idle
@@ -1109,7 +1285,8 @@ _MINIMAL_HANDLERS = {
 }
 
 _IPYTHON_HANDLERS = {
-    # no comm targets yet (issue 12 brings the shell's comm manager)
+    # comms do not wait for the shell: a frontend opens its widget version
+    # comm as soon as it connects
     "comm_open": _comm_request,
     "comm_msg": _comm_request,
     "comm_close": _comm_request,
@@ -1218,6 +1395,7 @@ def _setup(mode):
     except Exception:
         pass
     sys.meta_path.insert(0, _PostImportFinder())
+    sys.meta_path.insert(0, _IpykernelFinder())
     sys.argv[:] = [""]
 
 
@@ -1225,6 +1403,8 @@ def _main(mode="minimal"):
     """The request loop (runner.py has sent the hello frame already)."""
     _setup(mode)
     while True:
+        if _S.deferred:
+            _send_deferred()
         req = _next_request()
         kind = req.get("type")
         handler = (_IPYTHON_HANDLERS if _S.mode == "ipython" else _MINIMAL_HANDLERS).get(kind)
@@ -1235,6 +1415,8 @@ def _main(mode="minimal"):
         if isinstance(req.get("seq"), int):
             _S.seq = req["seq"]
             if kind in ("execute", "comm_open", "comm_msg", "comm_close"):
+                _S.request = req                # kernel.get_parent() (cb_comm)
+                _S.request_serial += 1
                 # what is printed from now on belongs to this request
                 _send({"type": "started"})      # ordered: waits for the ack
         try:

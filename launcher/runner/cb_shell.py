@@ -17,8 +17,9 @@ Differences that the sandbox imposes: ``!cmd`` runs without a terminal
 history lives in memory (a sandbox never outlives its session); jedi is
 loaded on the first completion request (cb_lazy).
 
-The shell has a ``kernel`` attribute (None for now): comms and widgets
-(issue 12) will hang their comm manager there, as ipykernel does.
+The shell's ``kernel`` attribute is the runner's kernel object (cb_comm):
+widgets find the comm manager, the session and the request being handled
+there, as under ipykernel.
 """
 
 import sys
@@ -607,8 +608,10 @@ def create():
         warnings._filters_mutated()
     cfg = Config()
     cfg[_KERNEL_APP_SECTION] = Config()
+    kernel = _runner._mod("cb_comm").kernel()
     shell = ZMQInteractiveShell.instance(config=cfg, user_module=_S.user,
-                                         compiler_class=CellCompiler, kernel=None)
+                                         compiler_class=CellCompiler, kernel=kernel)
+    kernel.shell = shell
     ns.update(unders)                  # IPython's DisplayHook set them to ''
     shell.displayhook._, shell.displayhook.__, shell.displayhook.___ = _S.unders
     _interruptible_pdb()
