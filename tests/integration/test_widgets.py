@@ -600,6 +600,23 @@ def test_a_runaway_comm_handler_can_be_interrupted(kernel):
     assert value(kc, "6 * 7") == "42"
 
 
+@pytest.mark.cellblock_only
+def test_the_time_limit_applies_to_a_comm_handler(kernel_factory, tmp_path):
+    from .test_artifacts import spec_kernel
+    k = spec_kernel(kernel_factory, tmp_path, "--timeout", "2")
+    kc = k.kc
+    ok(kc, "def _spin(comm, msg):\n"
+           "    while True:\n"
+           "        pass\n"
+           "get_ipython().kernel.comm_manager.register_target('cb.spin', _spin)")
+    r = send_comm(kc, "comm_open", {"comm_id": uuid.uuid4().hex, "target_name": "cb.spin",
+                                    "data": {}}, timeout=60)
+    assert "KeyboardInterrupt" in r.stream("stderr")
+    assert value(kc, "6 * 7") == "42"
+    assert value(kc, "'cb.spin' in get_ipython().kernel.comm_manager.targets") == "True", \
+        "the sandbox was replaced: the interrupt did not end the handler"
+
+
 def test_a_silent_cell_still_publishes_its_comm_messages(kernel):
     """Widgets' comm traffic of a silent execute is published: it is not
     output of the cell."""
