@@ -1432,3 +1432,5 @@ def _main(mode="minimal"):
                 _send({"type": "done", "status": "error", "ename": type(e).__name__,
                        "evalue": str(e), "traceback": [], "user_expressions": {},
                        "payload": []})
+            elif kind in ("comm_open", "comm_msg", "comm_close"):
+                _send({"type": "comm_done"})

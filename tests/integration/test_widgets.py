@@ -569,6 +569,26 @@ def test_large_buffers_and_the_frame_limit(kernel):
 
 
 @pytest.mark.cellblock_only
+def test_frontend_buffers_over_the_frame_limit(kernel):
+    """A frontend's comm message whose buffers would make a runner frame over
+    8 MiB (base64) is not handed to the sandbox: busy/idle, no hang; one
+    under the limit arrives intact."""
+    kc = kernel.kc
+    ok(kc, ECHO_TARGET)
+    cid = uuid.uuid4().hex
+    send_comm(kc, "comm_open", {"comm_id": cid, "target_name": "cb.echo", "data": {}})
+    big = bytes(range(256)) * (20 * 1024)                      # 5 MiB: 6.7 MiB as base64
+    r = send_comm(kc, "comm_msg", {"comm_id": cid, "data": {"n": 1}}, buffers=[big], timeout=60)
+    assert r.stream() == 'got {"n": 1}\n'
+    assert value(kc, "(len(seen[-1][2][0]), seen[-1][2][0] == bytes(range(256)) * 20480)") == \
+        "(5242880, True)"
+    r = send_comm(kc, "comm_msg", {"comm_id": cid, "data": {"n": 2}},
+                  buffers=[b"x" * (7 * 1024 * 1024)], timeout=60)
+    assert r.types() == ["status", "status"]
+    assert value(kc, "seen[-1][1]") == "{'n': 1}"
+
+
+@pytest.mark.cellblock_only
 def test_bad_comm_arguments_raise_in_the_sandbox(kernel):
     kc = kernel.kc
     r = execute(kc, "from ipykernel.comm import Comm\nComm(target_name='t').send([1, 2])")
