@@ -183,8 +183,8 @@ static void s_comm(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     if (!open && strcmp(m->msg_type, "comm_close") == 0) cb_comms_close(k->comms, id);
     /* header: the runner's kernel.get_parent() (an Output widget captures by its msg_id) */
     json_t *f = json_pack("{s:s, s:s, s:o, s:O, s:o, s:O}", "type", m->msg_type, "comm_id", id,
-                          "data", data ? json_incref(data) : json_object(), "metadata",
-                          m->metadata, "buffers", s_buffers_b64(m), "header", m->header);
+                          "data", data ? json_incref(data) : json_object(), "metadata", m->metadata,
+                          "buffers", s_buffers_b64(m), "header", m->header);
     if (f && open) {
         json_object_set_new(f, "target_name", json_string(target));
         if (module) json_object_set_new(f, "target_module", json_string(module));
@@ -279,8 +279,8 @@ static void s_execute(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) 
     /* header: the runner's kernel.get_parent() (an Output widget captures by its msg_id) */
     json_t *f = json_pack("{s:s, s:O, s:b, s:b, s:o, s:b, s:i, s:O}", "type", "execute", "code",
                           code, "silent", k->ex_silent, "store_history", k->ex_store,
-                          "user_expressions", ue ? json_incref(ue) : json_object(), "allow_stdin", k->ex_stdin,
-                          "execution_count", k->ex_shown, "header", m->header);
+                          "user_expressions", ue ? json_incref(ue) : json_object(), "allow_stdin",
+                          k->ex_stdin, "execution_count", k->ex_shown, "header", m->header);
     s_to_session(k, m, CB_REQ_EXECUTE, f);
 }
 
