@@ -29,6 +29,8 @@ import datetime
 import os
 import platform
 import resource
+import socket
+import json
 import statistics
 import sys
 import time
@@ -53,6 +55,7 @@ FDS_PER_KERNEL = 16      # sockets + their mailboxes + log files, with margin
 SECTION_BEGIN = "<!-- density:begin -->"
 SECTION_END = "<!-- density:end -->"
 MIB = 1024.0
+PORT_SPAN = 12000        # kernel ports are taken from [ephemeral start - PORT_SPAN, ephemeral start)
 
 
 def log(*a):
@@ -102,6 +105,33 @@ def pct(xs, q):
         return float("nan")
     i = min(len(xs) - 1, max(0, int(round(q / 100.0 * (len(xs) - 1)))))
     return xs[i]
+
+
+def kernel_ports(n):
+    """n distinct free ports BELOW the ephemeral range: the client's own outgoing
+    connections (source ports from that range) can then never take a port reserved
+    for a kernel that has not bound it yet, which happens when many start at once."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            eph_lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        eph_lo = 32768
+    socks, port = [], max(1024, eph_lo - PORT_SPAN)
+    try:
+        while len(socks) < n and port < eph_lo:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+                socks.append(s)
+            except OSError:
+                s.close()
+            port += 1
+        if len(socks) < n:
+            raise kclient.HarnessError("only %d free ports below %d" % (len(socks), eph_lo))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def launch(label, spec, ports):
@@ -177,7 +207,7 @@ def idle_set(label, spec, n):
 
 def burst(label, spec, n):
     """N kernels launched at once: until all answer kernel_info, and a first `1+1`."""
-    ports = free_ports(5 * n)
+    ports = kernel_ports(5 * n)
     kernels = []
     try:
         t0 = now()
@@ -281,6 +311,11 @@ def main():
     ap.add_argument("--burst", type=int, default=50, help="kernels started at once (0: none)")
     ap.add_argument("--kernels", default="cellblock,ipykernel")
     ap.add_argument("--write", metavar="RESULTS_MD", help="replace/append the section there")
+    ap.add_argument("--json", default=os.path.join(BUILD, "density.json"),
+                    help="every result, saved as it comes (default build/density.json)")
+    ap.add_argument("--keep", action="store_true",
+                    help="reuse the sets already in --json instead of measuring them again "
+                         "(200 ipykernels take ~11 GiB: measure them once)")
     a = ap.parse_args()
     counts = [int(x) for x in a.counts.split(",") if x]
     need_fds = FDS_PER_KERNEL * max(counts + [a.burst]) + 256
@@ -295,18 +330,39 @@ def main():
                 os.cpu_count(), os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
                 platform.release(), platform.freedesktop_os_release().get("PRETTY_NAME", "")),
             "user": "root" if os.geteuid() == 0 else "an ordinary user", "cgroup": cgroup_kind()}
-    idle, bursts = [], []
+    saved = {"idle": [], "burst": [], "meta": meta}
+    if a.keep and os.path.exists(a.json):
+        with open(a.json) as f:
+            saved = json.load(f)
+    done = {(r["kernel"], r["n"]) for r in saved["idle"]}
+    done_b = {(r["kernel"], r["n"]) for r in saved["burst"]}
+
+    def save():
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump(saved, f, indent=1)
+
     for n in counts:
         for label in which:
+            if (label, n) in done:
+                log("idle set: %d x %s kept from %s" % (n, label, a.json))
+                continue
             log("idle set: %d x %s" % (n, label))
-            idle.append(idle_set(label, specs[label], n))
-            log(idle[-1])
+            saved["idle"].append(idle_set(label, specs[label], n))
+            log(saved["idle"][-1])
+            save()
     if a.burst:
         for label in which:
+            if (label, a.burst) in done_b:
+                log("burst: %d x %s kept from %s" % (a.burst, label, a.json))
+                continue
             log("burst: %d x %s at once" % (a.burst, label))
-            bursts.append(burst(label, specs[label], a.burst))
-            log(bursts[-1])
-    text = markdown(idle, bursts, meta)
+            saved["burst"].append(burst(label, specs[label], a.burst))
+            log(saved["burst"][-1])
+            save()
+    idle = sorted(saved["idle"], key=lambda r: (r["n"], r["kernel"]))
+    bursts = sorted(saved["burst"], key=lambda r: (r["n"], r["kernel"]))
+    text = markdown(idle, bursts, saved.get("meta", meta))
     print(text)
     if a.write:
         write_section(a.write, text)
