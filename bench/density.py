@@ -277,8 +277,9 @@ def markdown(idle, bursts, meta):
     for r in idle:
         parts = ", ".join("%s %s" % (c, fmt_mib(v)) for c, v in
                           sorted(r["by_comm_median_kib"].items(), key=lambda x: -x[1]))
-        out.append("- %s × %d, median PSS per process (cellblock-launc: the launcher and the "
-                   "sandbox's init): %s" % (r["kernel"], r["n"], parts))
+        what = (" (cellblock-launc: the launcher and the sandbox's init)"
+                if r["kernel"] == "cellblock" else "")
+        out.append("- %s × %d, median PSS per process%s: %s" % (r["kernel"], r["n"], what, parts))
     out.append(SECTION_END)
     return "\n".join(out) + "\n"
 

@@ -54,6 +54,8 @@ PORT_TRIES = 32               # random picks within --port-range before giving u
 COMM_ACCEPT_S = 1.0           # comm socket wait, so kernel exit is noticed promptly
 COMM_REQUEST_MAX = 64 * 1024  # bytes of one request from EG
 SHUTDOWN_GRACE_S = 5.0        # SIGTERM -> SIGKILL for the kernel
+RESPONSE_RETRY_S = 30.0       # EG's response address may answer only once the pod network is up
+RESPONSE_RETRY_STEP_S = 0.2
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
 
 log = logging.getLogger("launch_cellblock")
@@ -125,8 +127,16 @@ def encrypt_payload(info, public_key_b64):
 
 def send_connection_info(address, payload):
     host, _, port = address.rpartition(":")
-    with socket.create_connection((host, int(port))) as s:
-        s.sendall(payload)
+    deadline = time.monotonic() + RESPONSE_RETRY_S
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=RESPONSE_RETRY_S) as s:
+                s.sendall(payload)
+            return
+        except (ConnectionRefusedError, socket.timeout):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(RESPONSE_RETRY_STEP_S)
 
 
 def read_request(conn):
