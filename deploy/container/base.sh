@@ -13,6 +13,7 @@ set -eu
 IMAGE=${1:-localhost/cellblock-base:bookworm}
 SUITE=bookworm
 HERE=$(cd "$(dirname "$0")" && pwd)
+CB_CONTAINER_DIR=$HERE
 . "$HERE/env.sh"
 
 first_uri() {   # $1: a word the URI must contain (debian / debian-security)

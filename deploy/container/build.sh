@@ -12,6 +12,7 @@ set -eu
 IMAGE=${1:-localhost/cellblock:latest}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
+CB_CONTAINER_DIR=$HERE
 . "$HERE/env.sh"
 
 need=""

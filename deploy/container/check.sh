@@ -13,6 +13,7 @@
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
+CB_CONTAINER_DIR=$HERE
 . "$HERE/env.sh"
 IMAGE=${IMAGE:-localhost/cellblock:latest}
 CHECK_IMAGE=${CHECK_IMAGE:-localhost/cellblock-check:latest}
