@@ -254,10 +254,15 @@ def markdown(idle, bursts, meta):
            "(cellblock: kernel, launcher, sandbox init, runner; ipykernel: one process), "
            "read %.0f s after the last start. A round trip is `1+1` → its result, sent to "
            "every kernel before any answer is read." % (
-               meta["date"], meta["machine"], meta["user"], meta["cgroup"], SETTLE_S), "",
+               meta["date"], meta["machine"], meta["user"], meta["cgroup"], SETTLE_S)
+           + ("" if not meta.get("ipykernel_200_note") else
+              " 200 ipykernels (~11 GiB) were %s (`--keep`); everything else in this run."
+              % meta["ipykernel_200_note"])
+           + " The machine is shared with other work: compare within a row's kind of figure, "
+             "not to the last digit.", "",
            "| idle kernels | N | PSS per kernel (median / max) | PSS total "
-           "| processes | responsive | round trip p50 / p99 / max | all answered in "
-           "| idle CPU, all N | started one by one in |",
+           "| processes | responsive | round trip p50 / p99 / max | last answer after the last request "
+           "| idle CPU, all N (one tick = 0.1 %) | started one by one in |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in idle:
         out.append("| %s | %d | %s / %s | %s | %d | %d/%d | %s / %s / %s | %s | %.2f %% | %s |" % (
