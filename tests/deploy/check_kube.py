@@ -120,8 +120,8 @@ def wait_running(pod_name):
         if info["State"]["Status"] == "exited":
             break
         time.sleep(0.3)
-    raise AssertionError("pod %s not running: %s" % (
-        pod_name, podman("pod", "logs", pod_name, check=False).stdout[-3000:]))
+    r = podman("logs", info["Id"], check=False)
+    raise AssertionError("pod %s not running: %s%s" % (pod_name, r.stdout[-3000:], r.stderr[-3000:]))
 
 
 def in_pod_net(pid, argv, timeout=CLIENT_S, env=None, cwd=None):
@@ -227,12 +227,19 @@ def test_enterprise_gateway_kernel_pod(kube_env):
     kernel_id = str(uuid.uuid4())
     name = "kernel-" + kernel_id[:8]
     port = 47123                     # in the pod's own network namespace: nothing else there
+    # as EG's launch_kubernetes.py does: KERNEL_* variables as keywords, jinja2 with
+    # trim_blocks/lstrip_blocks, then its own environment appended to the container's env
+    env = {"KERNEL_ID": kernel_id, "KERNEL_POD_NAME": name, "KERNEL_NAMESPACE": "default",
+           "KERNEL_IMAGE": IMAGE, "KERNEL_MEMORY_MB": "640"}
     with open(os.path.join(KUBE, "eg", "kernel-pod.yaml.j2")) as f:
-        text = jinja2.Template(f.read()).render(
-            kernel_pod_name=name, kernel_namespace="default", kernel_id=kernel_id,
-            kernel_image=IMAGE, kernel_pod_ip="127.0.0.1",
-            eg_response_address="127.0.0.1:%d" % port, eg_public_key=pub, kernel_memory_mb=640)
+        text = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(
+            f.read()).render(**{k.lower(): yaml.safe_load(v) for k, v in env.items()})
     pod = yaml.safe_load(text)
+    env.update(RESPONSE_ADDRESS="127.0.0.1:%d" % port, PUBLIC_KEY=pub, PORT_RANGE="0..0")
+    c = pod["spec"]["containers"][0]
+    # the pod's own address: on this machine its loopback (no pod network, see above)
+    c["env"] = [{"name": "POD_IP", "value": "127.0.0.1"}] + \
+        [{"name": k, "value": v} for k, v in env.items()]
     path = os.path.join(kube_env, name + ".yaml")
     try:
         play(kube_env, pod)

@@ -22,10 +22,12 @@ cellblock-kernel and stays beside it as EG's contact in the pod:
      when the kernel exits.
 
 Written for cellblock from EG's documented launcher contract; it needs
-python3-cryptography.  Usage (as EG's kernelspec argv runs it):
+python3-cryptography.  Usage (in a kernel pod the four values come from the
+environment EG gives the container: KERNEL_ID, RESPONSE_ADDRESS, PUBLIC_KEY,
+PORT_RANGE; the options override them):
 
-  launch_cellblock.py --kernel-id ID --response-address HOST:PORT
-      --public-key KEY [--port-range LOW..HIGH] [--ip IP] [-- KERNEL ARGS...]
+  launch_cellblock.py [--kernel-id ID] [--response-address HOST:PORT]
+      [--public-key KEY] [--port-range LOW..HIGH] [--ip IP] [-- KERNEL ARGS...]
 """
 import argparse
 import base64
@@ -64,10 +66,12 @@ log = logging.getLogger("launch_cellblock")
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     # EG passes these with a RemoteProcessProxy. prefix in its kernelspecs; accept both
-    for name, kw in (("kernel-id", {}), ("response-address", {}), ("public-key", {}),
-                     ("port-range", {"default": ""})):
+    # in a kernel pod EG passes them in the environment (launch_kubernetes.py adds
+    # KERNEL_ID, RESPONSE_ADDRESS, PUBLIC_KEY, PORT_RANGE to the container's env)
+    for name, env in (("kernel-id", "KERNEL_ID"), ("response-address", "RESPONSE_ADDRESS"),
+                      ("public-key", "PUBLIC_KEY"), ("port-range", "PORT_RANGE")):
         ap.add_argument("--" + name, "--RemoteProcessProxy." + name, dest=name.replace("-", "_"),
-                        **kw)
+                        default=os.environ.get(env, ""))
     ap.add_argument("--ip", default=os.environ.get("POD_IP") or "")
     ap.add_argument("--connection-dir", default=os.environ.get("CELLBLOCK_CONNECTION_DIR") or "")
     ap.add_argument("--spark-context-initialization-mode",
@@ -76,7 +80,8 @@ def parse_args(argv):
     ap.add_argument("kernel_args", nargs="*", help="after --: passed to cellblock-kernel")
     a = ap.parse_args(argv)
     if not a.kernel_id or not a.response_address or not a.public_key:
-        ap.error("--kernel-id, --response-address and --public-key are required")
+        ap.error("--kernel-id, --response-address and --public-key (or KERNEL_ID, "
+                 "RESPONSE_ADDRESS, PUBLIC_KEY) are required")
     return a
 
 
@@ -84,6 +89,8 @@ def port_range(text):
     if not text:
         return 0, 0
     lo, hi = (int(x) for x in text.split(".."))
+    if lo == hi == 0:            # EG's "no range"
+        return 0, 0
     if not 0 < lo <= hi < 65536:
         raise ValueError("bad --port-range %r" % text)
     return lo, hi
