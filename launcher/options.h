@@ -11,8 +11,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "log.h"
-#include "sandbox_limits.h"
+#include "isolate/log.h"
+#include "isolate/sandbox_limits.h"
+#include "launcher/flags.h"
 
 typedef enum {
     CB_SANDBOX_FULL = 0, /* all confinement (default) */
@@ -37,10 +38,9 @@ typedef struct {
     gid_t gid;                                  /* --gid */
     bool require_limits;                        /* --require-limits */
     cb_log_level_t log_level;                   /* --log-level */
-    const char *workdir_name;                   /* --workdir-name (unused in v1) */
     const char *python;                         /* --python (borrowed from argv) */
     const char *runner;                         /* --runner (borrowed from argv) */
-    cb_ro_bind_t ro_binds[CB_OPT_MAX_RO_BINDS]; /* --ro-bind */
+    cb_ro_bind_t ro_binds[CB_FLAG_REPEAT_MAX];   /* --ro-bind */
     size_t n_ro_binds;                          /* used entries of ro_binds */
     bool help;                                  /* --help was given */
 } cb_options_t;
