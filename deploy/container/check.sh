@@ -91,6 +91,26 @@ rw:*"cgroup v"*) ok "banner reports per-kernel cgroup limits (container cgroup w
 *) bad "banner does not match the container's cgroup ($cgroup_rw): $banner";;
 esac
 
+# the image as documented: its own CMD (Jupyter Server as jovyan, cellblock its only
+# kernel), least privilege; reached on the container's own loopback (--network none +
+# nsenter), so nothing leaves loopback
+TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+CID=$(podman run -d --rm --network none -e JUPYTER_TOKEN="$TOKEN" $LEAST $POD_LIMITS "$IMAGE")
+PID=$(podman inspect --format '{{.State.Pid}}' "$CID")
+specs=""
+for _ in $(seq 1 60); do
+    specs=$(nsenter --net=/proc/"$PID"/ns/net curl -sf -H "Authorization: token $TOKEN" \
+        http://127.0.0.1:8888/api/kernelspecs 2>/dev/null) && break
+    sleep 0.5
+done
+podman stop -t 5 "$CID" >/dev/null 2>&1 || true
+if printf '%s' "$specs" | python3 -c 'import json, sys
+sys.exit(0 if sorted(json.load(sys.stdin)["kernelspecs"]) == ["cellblock"] else 1)' 2>/dev/null; then
+    ok "the image's own CMD serves Jupyter Server with cellblock as its only kernel"
+else
+    bad "the image's CMD: no server, or other kernels: $specs"
+fi
+
 # 2. each relaxation is needed: without it the kernel fails closed, naming the cause
 out=$(printf 'print("CELL" + "_RAN")\n' | run_cell "--user 1000:1000 --cap-drop=ALL --security-opt no-new-privileges --security-opt unmask=/proc/*")
 case "$out" in
