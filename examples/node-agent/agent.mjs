@@ -6,7 +6,7 @@
 //
 // Steps, each printed as one line starting with "== ":
 //   start     POST /api/kernels {"name": "cellblock"}, then the channels WebSocket
-//   banner    kernel_info: which isolation is in force
+//   banner    kernel_info after a first cell: which isolation is in force
 //   run       a cell that writes a chart (PNG) and a CSV; the files come back as
 //             display_data with metadata.cellblock.artifact (path, size, sha256):
 //             the agent checks each sha256 and saves the exact bytes in OUTDIR
@@ -113,8 +113,11 @@ async function main() {
   const kernel = await withTimeout(manager.startNew({ name: KERNEL }), 'start');
   step('start', `kernel ${kernel.id} (${kernel.name})`);
   try {
-    // the connection asks for kernel_info itself once its WebSocket is up
-    const info = await withTimeout(kernel.info, 'kernel_info');
+    // the connection asks for kernel_info itself once its WebSocket is up; the banner
+    // says which isolation is in force once the sandbox is up, i.e. after a first cell
+    await withTimeout(kernel.info, 'kernel_info');
+    await run(kernel, 'pass');
+    const info = (await withTimeout(kernel.requestKernelInfo(), 'kernel_info')).content;
     step('banner', info.banner.split('\n').find((l) => l.startsWith('Sandbox')) || info.banner);
 
     const ex = await run(kernel, CHART_CELL);
