@@ -189,4 +189,32 @@ indent:
 clean:
 	rm -rf $(BUILD)
 
+# ---- cellblock-proxy: the egress proxy of --network allow: (proxy/) --------
+# Installed next to the launcher, which starts one per sandbox; the allowlist
+# grammar it shares with the kernel and the launcher is launcher/netrules.c.  c-ares
+# resolves names inside its poll loop; libseccomp builds its own filter.
+PROXY_PKGS := libcares libseccomp
+PROXY_SRC  := $(filter-out proxy/main.c,$(wildcard proxy/*.c))
+PROXY_OBJ  := $(PROXY_SRC:%.c=$(BUILD)/obj/%.o)
+PROXY_BIN  := $(BUILD)/libexec/cellblock/cellblock-proxy
+PROXY_LIBS  = $(shell pkg-config --libs $(PROXY_PKGS) 2>/dev/null)
+PROXY_UNIT := $(filter $(BUILD)/tests/test_proxy%,$(UNIT_BIN))
+
+all: $(PROXY_BIN)
+
+$(PROXY_BIN): $(BUILD)/obj/proxy/main.o $(PROXY_OBJ) $(LAUNCHER_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PROXY_LIBS)
+
+# unit tests of the proxy link its objects and libraries too
+$(PROXY_UNIT): $(PROXY_OBJ)
+$(PROXY_UNIT): PKG_LIBS += $(PROXY_OBJ) $(KERNEL_LIBS) $(PROXY_LIBS)
+
+.PHONY: install-proxy
+install: install-proxy
+install-proxy: all
+	install -d $(DESTDIR)$(PREFIX)/libexec/cellblock
+	install -m 755 $(PROXY_BIN) $(DESTDIR)$(PREFIX)/libexec/cellblock/
+
+-include $(PROXY_OBJ:.o=.d) $(BUILD)/obj/proxy/main.d
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/kernel/main.d $(BUILD)/obj/launcher/main.d

@@ -54,21 +54,21 @@ struct cb_artifacts {
 
 /* State of one collect. */
 typedef struct {
-    cb_artifacts_t *self; /* the collector */
-    int rootfd;           /* readable fd of the working directory */
-    json_t *bundles;      /* display_data contents (borrowed), unless emit is set */
+    cb_artifacts_t *self;      /* the collector */
+    int rootfd;                /* readable fd of the working directory */
+    json_t *bundles;           /* display_data contents (borrowed), unless emit is set */
     cb_artifacts_emit_fn emit; /* hands out each bundle as soon as it is built, or NULL */
-    void *emit_ud;        /* for emit */
-    json_t *summary;      /* execute_reply summary (borrowed) */
-    json_t *skipped;      /* notice items, at most CB_ARTIFACTS_NOTICE_MAX_ITEMS */
-    size_t n_skipped;     /* items skipped in all */
-    size_t files_sent;    /* bundles built (without the notice) */
-    size_t bytes_sent;    /* file bytes in them */
-    size_t bytes_read;    /* file bytes read, sent or not */
-    size_t read_budget;   /* bytes_read stops here */
-    s_seen_t *next;       /* the state that replaces self->seen */
-    size_t n_next;        /* entries used */
-    size_t cap_next;      /* entries allocated */
+    void *emit_ud;             /* for emit */
+    json_t *summary;           /* execute_reply summary (borrowed) */
+    json_t *skipped;           /* notice items, at most CB_ARTIFACTS_NOTICE_MAX_ITEMS */
+    size_t n_skipped;          /* items skipped in all */
+    size_t files_sent;         /* bundles built (without the notice) */
+    size_t bytes_sent;         /* file bytes in them */
+    size_t bytes_read;         /* file bytes read, sent or not */
+    size_t read_budget;        /* bytes_read stops here */
+    s_seen_t *next;            /* the state that replaces self->seen */
+    size_t n_next;             /* entries used */
+    size_t cap_next;           /* entries allocated */
 } s_collect_t;
 
 /* Hands one finished bundle (a new reference, stolen) out or keeps it. */

@@ -17,15 +17,15 @@
 #define CB_ARTIFACTS_DEFAULT_MAX_FILE_BYTES ((size_t) CB_DEFAULT_ARTIFACT_FILE_MB << 20)
 #define CB_ARTIFACTS_DEFAULT_MAX_CELL_BYTES ((size_t) CB_DEFAULT_ARTIFACT_CELL_MB << 20)
 #define CB_ARTIFACTS_DEFAULT_MAX_FILES      CB_DEFAULT_ARTIFACT_FILES
-#define CB_ARTIFACTS_DEFAULT_MAX_DEPTH      8           /* directory levels below the workdir */
-#define CB_ARTIFACTS_DEFAULT_MAX_ENTRIES    10000       /* directory entries looked at per scan */
+#define CB_ARTIFACTS_DEFAULT_MAX_DEPTH      8     /* directory levels below the workdir */
+#define CB_ARTIFACTS_DEFAULT_MAX_ENTRIES    10000 /* directory entries looked at per scan */
 
 /* ---- hard ceilings on configured values ------------------------------ */
 #define CB_ARTIFACTS_CEIL_FILE_BYTES ((size_t) CB_OPT_MAX_ARTIFACT_FILE_MB << 20) /* clamp */
 #define CB_ARTIFACTS_CEIL_CELL_BYTES ((size_t) CB_OPT_MAX_ARTIFACT_CELL_MB << 20) /* clamp */
-#define CB_ARTIFACTS_CEIL_FILES      CB_OPT_MAX_ARTIFACT_FILES                     /* clamp */
-#define CB_ARTIFACTS_CEIL_DEPTH      64           /* max_depth is clamped to this */
-#define CB_ARTIFACTS_CEIL_ENTRIES    1000000      /* max_entries is clamped to this */
+#define CB_ARTIFACTS_CEIL_FILES      CB_OPT_MAX_ARTIFACT_FILES                    /* clamp */
+#define CB_ARTIFACTS_CEIL_DEPTH      64      /* max_depth is clamped to this */
+#define CB_ARTIFACTS_CEIL_ENTRIES    1000000 /* max_entries is clamped to this */
 
 /* ---- internal bounds ------------------------------------------------- */
 #define CB_ARTIFACTS_READ_BUDGET_FACTOR 2    /* bytes read per cell <= this * max_cell_bytes */

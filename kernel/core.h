@@ -18,6 +18,7 @@
 #include "isolate/limits.h"
 #include "kernel/auth.h"
 #include "kernel/bounds.h"
+#include "kernel/comms.h"
 #include "kernel/conn.h"
 #include "kernel/history.h"
 #include "kernel/options.h"
@@ -55,11 +56,11 @@ typedef struct cb_kernel {
     pid_t parent_pid;                 /* JPY_PARENT_PID or our parent at start */
     bool exiting;                     /* leave the loop */
     /* iopub congestion */
-    bool congested;           /* ZMQ holds too much of iopub: the sandbox is paused */
-    int64_t congested_since;  /* when it started, for the stall rule */
-    bool stalled;             /* congested too long: sandbox output is dropped */
-    uint64_t stall_dropped;   /* messages dropped that way */
-    int congestion_timer;     /* zloop timer id, -1 when none */
+    bool congested;          /* ZMQ holds too much of iopub: the sandbox is paused */
+    int64_t congested_since; /* when it started, for the stall rule */
+    bool stalled;            /* congested too long: sandbox output is dropped */
+    uint64_t stall_dropped;  /* messages dropped that way */
+    int congestion_timer;    /* zloop timer id, -1 when none */
     /* the sandbox */
     char launcher_path[CB_PATH_MAX]; /* cellblock-launcher */
     char runner_path[CB_PATH_MAX];   /* runner.py */
@@ -68,31 +69,31 @@ typedef struct cb_kernel {
     struct cb_artifacts *artifacts;  /* collector, NULL when disabled */
     char python_version[32];         /* before the runner's hello: from the interpreter's name */
     /* requests */
-    cb_queued_t *queue;      /* ring of queued shell requests */
-    size_t q_head, q_len;    /* ring position and length */
-    cb_msg_t cur;            /* the shell request in flight */
-    cb_req_kind_t cur_kind;  /* its kind, CB_REQ_NONE when idle */
-    bool ex_silent;          /* execute flags of cur */
-    bool ex_store;           /* ... store_history */
-    bool ex_stdin;           /* ... allow_stdin */
-    bool ex_stop_on_error;   /* ... stop_on_error */
-    bool ex_waiting_input;   /* an input_request is out to the client */
-    int ex_shown;            /* execution count shown for this cell */
-    char ex_started[32];     /* ISO time the cell started */
-    bool ex_have_result;     /* an execute_result was published */
-    int exec_count;          /* execution counter */
-    json_t *last_parent;     /* header of the last execute (late output) */
+    cb_queued_t *queue;     /* ring of queued shell requests */
+    size_t q_head, q_len;   /* ring position and length */
+    cb_msg_t cur;           /* the shell request in flight */
+    cb_req_kind_t cur_kind; /* its kind, CB_REQ_NONE when idle */
+    bool ex_silent;         /* execute flags of cur */
+    bool ex_store;          /* ... store_history */
+    bool ex_stdin;          /* ... allow_stdin */
+    bool ex_stop_on_error;  /* ... stop_on_error */
+    bool ex_waiting_input;  /* an input_request is out to the client */
+    int ex_shown;           /* execution count shown for this cell */
+    char ex_started[32];    /* ISO time the cell started */
+    bool ex_have_result;    /* an execute_result was published */
+    int exec_count;         /* execution counter */
+    json_t *last_parent;    /* header of the last execute (late output) */
     struct {
         json_int_t seq; /* the session's sequence number of an execute */
         json_t *header; /* its request header (owned) */
     } recent[CB_RECENT_PARENTS];
-    size_t recent_next;      /* next slot of recent to reuse */
-    cb_history_t *history;   /* cells run */
+    size_t recent_next;    /* next slot of recent to reuse */
+    cb_history_t *history; /* cells run */
+    cb_comms_t *comms;     /* comms open between frontends and the sandbox */
 } cb_kernel_t;
 
 /* server.c */
-void cb_server_publish(cb_kernel_t *k, const char *msg_type, const json_t *parent,
-                       json_t *content);
+void cb_server_publish(cb_kernel_t *k, const char *msg_type, const json_t *parent, json_t *content);
 void cb_server_status(cb_kernel_t *k, const json_t *parent, const char *state);
 void cb_server_reply(cb_kernel_t *k, cb_channel_t ch, const cb_msg_t *req, const char *type,
                      json_t *metadata, json_t *content);
@@ -100,6 +101,11 @@ void cb_server_reply(cb_kernel_t *k, cb_channel_t ch, const cb_msg_t *req, const
  * while iopub is stalled; pauses the session when ZMQ holds too much. */
 void cb_server_publish_output(cb_kernel_t *k, const char *msg_type, const json_t *parent,
                               json_t *content);
+/* The same with metadata (stolen, NULL = {}) and binary buffers after the
+ * content (borrowed). */
+void cb_server_publish_buffers(cb_kernel_t *k, const char *msg_type, const json_t *parent,
+                               json_t *metadata, json_t *content, const cb_wire_buf_t *buffers,
+                               size_t n_buffers);
 /* Reads shell only when no request is in flight and iopub is not congested. */
 void cb_server_sync_shell(cb_kernel_t *k);
 /* Receives one verified message: 1 got one, 0 none waiting, -1 dropped.

@@ -21,9 +21,9 @@ typedef struct {
 } s_entry_t;
 
 struct cb_history {
-    s_entry_t *e;    /* oldest first */
-    size_t n, cap;   /* used / allocated */
-    size_t bytes;    /* held in all entries */
+    s_entry_t *e;  /* oldest first */
+    size_t n, cap; /* used / allocated */
+    size_t bytes;  /* held in all entries */
 };
 
 cb_history_t *cb_history_new(void) { return calloc(1, sizeof(cb_history_t)); }

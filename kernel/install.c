@@ -183,6 +183,8 @@ int cb_install_main(int argc, char **argv) {
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", %ld s", o->c.timeout_s);
         if (strcmp(o->c.network, "host") == 0)
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", host network");
+        else if (strncmp(o->c.network, "allow:", 6) == 0)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", network allowlist");
         else if (nk > 3)
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", no network");
         if (strcmp(o->c.sandbox, "none") == 0)

@@ -13,15 +13,15 @@
 #include <unistd.h>
 
 void cb_opts_usage(FILE *f) {
-    fprintf(f,
-            "usage: cellblock-kernel -f CONNECTION_FILE [options]\n"
-            "       cellblock-kernel install [--user|--prefix P|--sys-prefix] [--name N] [options]\n"
-            "       cellblock run [options] [--out DIR] [--json] FILE|-\n"
-            "\n"
-            "A Jupyter kernel for Python that runs every cell in a Linux sandbox.\n"
-            "\n"
-            "  -f, --connection-file FILE   Jupyter connection file (required)\n"
-            "  -h, --help, --version\n");
+    fprintf(
+        f, "usage: cellblock-kernel -f CONNECTION_FILE [options]\n"
+           "       cellblock-kernel install [--user|--prefix P|--sys-prefix] [--name N] [options]\n"
+           "       cellblock run [options] [--out DIR] [--json] FILE|-\n"
+           "\n"
+           "A Jupyter kernel for Python that runs every cell in a Linux sandbox.\n"
+           "\n"
+           "  -f, --connection-file FILE   Jupyter connection file (required)\n"
+           "  -h, --help, --version\n");
     cb_flags_usage(f, CB_FLAG_KERNEL | CB_FLAG_LAUNCHER);
 }
 
@@ -95,6 +95,10 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o, const char *prog, cb_opts
         return CB_OPTS_EXIT_USAGE;
     }
     if (p.exit != CB_OPTS_RUN) return p.exit;
+    if (cb_flags_check_network(&o->c, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return CB_OPTS_EXIT_USAGE;
+    }
     (void) cb_log_parse_level(o->c.log_level, &o->log_level); /* the table checked the name */
     int n = cb_flags_forward(&o->c, o->fwd, CB_OPTS_FWD_MAX, o->fwd_store, CB_OPTS_FWD_MAX);
     if (n < 0) {

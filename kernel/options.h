@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define CB_OPTS_FWD_MAX 128 /* launcher argv entries built from the flags */
+#define CB_OPTS_FWD_MAX 192 /* launcher argv entries built from the flags */
 #define CB_VERSION      "0.2.0"
 
 typedef struct {

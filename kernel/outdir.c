@@ -25,9 +25,9 @@ struct cb_outdir {
 };
 
 /* The extensions the artifact collector returns, and display-N's. */
-static const char *const s_exts[] = {"png", "jpg",  "jpeg", "gif", "webp",     "svg", "pdf",
-                                     "csv", "tsv",  "json", "html", "htm",     "md",  "markdown",
-                                     "txt", "log"};
+static const char *const s_exts[] = {"png", "jpg",      "jpeg", "gif",  "webp", "svg",
+                                     "pdf", "csv",      "tsv",  "json", "html", "htm",
+                                     "md",  "markdown", "txt",  "log"};
 
 cb_outdir_t *cb_outdir_open(const char *path) {
     if (mkdir(path, S_DIR_MODE) < 0 && errno != EEXIST) return NULL;
@@ -73,8 +73,8 @@ bool cb_outdir_name_ok(const char *rel) {
 static int s_open_beneath(int dirfd, const char *name, int flags, mode_t mode) {
     struct open_how how = {.flags = (unsigned long long) (flags | O_CLOEXEC | O_NOFOLLOW),
                            .mode = (flags & O_CREAT) ? mode : 0,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                      RESOLVE_NO_MAGICLINKS};
+                           .resolve =
+                               RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
     long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
     if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) return (int) fd;
     return openat(dirfd, name, flags | O_CLOEXEC | O_NOFOLLOW, mode);

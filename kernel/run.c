@@ -113,8 +113,8 @@ static bool s_save(run_t *r, const char *rel, const char *mime, const json_t *v,
 
 static const char *s_ext(const char *mime) {
     static const char *const map[][2] = {
-        {"image/png", "png"},         {"image/jpeg", "jpg"},    {"image/gif", "gif"},
-        {"image/webp", "webp"},       {"image/svg+xml", "svg"}, {"application/pdf", "pdf"},
+        {"image/png", "png"},   {"image/jpeg", "jpg"},    {"image/gif", "gif"},
+        {"image/webp", "webp"}, {"image/svg+xml", "svg"}, {"application/pdf", "pdf"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(mime, map[i][0]) == 0) return map[i][1];
@@ -176,7 +176,8 @@ static void s_on_frame(void *ud, const cb_rframe_t *f, bool late) {
                              f->u.error.evalue, "traceback", f->u.error.traceback);
         size_t i;
         json_t *l;
-        if (!r->json) json_array_foreach(f->u.error.traceback, i, l)
+        if (!r->json)
+            json_array_foreach(f->u.error.traceback, i, l)
                 fprintf(stderr, "%s\n", json_string_value(l));
         break;
     }
@@ -371,8 +372,14 @@ int cb_run_main(int argc, char **argv) {
         goto out;
     }
     art = cb_opts_new_artifacts(opts);
-    cfg = (cb_session_cfg_t){launcher, opts->c.python, runner, opts->fwd, opts->c.timeout_s,
-                             opts->c.memory_mb, (uint64_t) opts->c.max_output_mb << 20, art,
+    cfg = (cb_session_cfg_t){launcher,
+                             opts->c.python,
+                             runner,
+                             opts->fwd,
+                             opts->c.timeout_s,
+                             opts->c.memory_mb,
+                             (uint64_t) opts->c.max_output_mb << 20,
+                             art,
                              NULL};
     r.sigfd = cb_signalfd_supervision(); /* SIGHUP ends the run like SIGTERM */
     signal(SIGPIPE, SIG_IGN);

@@ -9,7 +9,7 @@
  * failed start, after a back-off, at most CB_SESSION_START_TRIES times in a
  * row.
  *
- * Intake: the runner's pipes and event socket are registered on the zloop
+ * Intake (session_io.c): the runner's pipes and event socket are registered on the zloop
  * only while the session may read them: not paused by the caller, the frame
  * and byte buckets not empty, and at most one frame's worth of bytes
  * buffered.  A frame is handled only once the runner has read the ack of
@@ -18,215 +18,37 @@
  * frame handled per ack it reads.  Before a frame is handled the pipes are
  * drained, so output keeps its order.
  */
-#include "kernel/session.h"
+#include "kernel/session_priv.h"
 
 #include "artifacts/artifacts.h"
+#include "isolate/cgroup.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
-#include "kernel/bounds.h"
-#include "kernel/launch.h"
-#include "kernel/pace.h"
-#include "kernel/stream.h"
 #include "launcher/flags.h"
 
-#include <linux/sockios.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-
-#define S_FACT_MAX 64 /* bytes of a fact from hello (versions, shell name) */
-
-typedef enum { S_DOWN, S_STARTING, S_READY, S_DYING } s_state_t;
-enum { S_FD_OUT, S_FD_ERR, S_FD_EV, S_FD_REP, S_FD_COUNT };
-
-struct cb_session {
-    const cb_session_cfg_t *cfg;         /* borrowed */
-    cb_session_cbs_t cbs;                /* callbacks */
-    void *ud;                            /* their argument */
-    zloop_t *loop;                       /* borrowed */
-    cb_launch_t proc;                    /* the launcher and its fds */
-    s_state_t state;                     /* see above */
-    bool quitting;                       /* no more starts */
-    zmq_pollitem_t reg[S_FD_COUNT];      /* what is registered on the loop (events 0 = none) */
-    int timer_id;                        /* the one timer, -1 when none */
-    int64_t timer_at;                    /* when it fires */
-    cb_stream_t streams[2];              /* stdout, stderr */
-    uint8_t *in;                         /* event bytes read, not yet handled */
-    size_t in_len, in_cap;               /* used / allocated */
-    uint8_t *out;                        /* frames to write */
-    size_t out_len, out_off;             /* queued / written */
-    bool ack_pending;                    /* an ack sent that the runner may not have read */
-    int64_t ack_check_ms;                /* look again then (backs off while unread) */
-    int ack_backoff;                     /* rechecks in a row */
-    bool paused;                         /* the caller's sink is congested */
-    cb_bucket_t frames, bytes;           /* rates */
-    cb_budget_t cell, idle, life;        /* output budgets */
-    uint64_t dropped;                    /* output bytes dropped for budgets */
-    char broke[128];                     /* how the runner broke the protocol, "" if not */
-    cb_req_kind_t req;                   /* request in flight */
-    json_t *req_frame;                   /* ... not yet sent (waiting for hello) */
-    json_int_t seq;                      /* its sequence number */
-    int64_t deadline_ms, grace_ms;       /* execute timeout phases / assist deadline */
-    bool timed_out;                      /* the timeout interrupted it */
-    bool waiting_input;                  /* an input_request is unanswered */
-    char isolation[CB_LAUNCH_TEXT_MAX];  /* last isolation report */
-    char fatal[CB_LAUNCH_TEXT_MAX];      /* last set-up failure */
-    char python_version[S_FACT_MAX];     /* from hello */
-    char shell[S_FACT_MAX];              /* from hello */
-    char shell_version[S_FACT_MAX];      /* from hello */
-    bool was_ready;                      /* the current sandbox said hello */
-    int failures;                        /* failed starts in a row */
-    int64_t retry_at_ms;                 /* next start after a failure, 0 = none */
-    int64_t tried_ms;                    /* last start */
-};
 
 static void s_sync(cb_session_t *s);
-static void s_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ename,
-                          const char *msg, bool setup);
+static void s_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ename, const char *msg,
+                          bool setup);
 
 /* ---- small helpers -------------------------------------------------------------- */
 
-static bool s_in_exec(const cb_session_t *s) { return s->req == CB_REQ_EXECUTE && !s->req_frame; }
-
-static void s_notice(cb_session_t *s, cb_budget_t *b, bool late, const char *text) {
-    if (b->told) return;
-    b->told = true;
-    if (s->cbs.on_notice) s->cbs.on_notice(s->ud, text, late);
+/* A request that runs user code (a cell, or a widget's comm handler) is in
+ * flight and was sent. */
+bool cb_sio_in_exec(const cb_session_t *s) {
+    return (s->req == CB_REQ_EXECUTE || s->req == CB_REQ_COMM) && !s->req_frame;
 }
 
-/* Charges n bytes of output; returns how many may be published. */
-static uint64_t s_charge(cb_session_t *s, uint64_t n, bool late) {
-    cb_budget_t *b = late ? &s->idle : &s->cell;
-    uint64_t fit = cb_budget_charge(b, n);
-    fit = cb_budget_charge(&s->life, fit);
-    s->dropped += n - fit;
-    char note[CB_NOTICE_MAX];
-    if (cb_budget_spent(&s->life) && fit < n) {
-        snprintf(note, sizeof note,
-                 "\n[cellblock] this sandbox has sent %llu MiB of output, its limit; further "
-                 "output is discarded until it restarts\n",
-                 (unsigned long long) (s->life.limit >> 20));
-        s_notice(s, &s->life, late, note);
-    } else if (fit < n && late) {
-        snprintf(note, sizeof note,
-                 "\n[cellblock] output between cells is limited to %llu KiB; further output is "
-                 "discarded until the next cell\n",
-                 (unsigned long long) (s->idle.limit >> 10));
-        s_notice(s, &s->idle, late, note);
-    } else if (fit < n) {
-        snprintf(note, sizeof note,
-                 "\n[cellblock] output limit of %llu MiB for this cell reached (--max-output); "
-                 "further output discarded\n",
-                 (unsigned long long) (s->cell.limit >> 20));
-        s_notice(s, &s->cell, late, note);
-    }
-    return fit;
-}
-
-static void s_publish_stream(cb_session_t *s, int which, bool final) {
-    size_t len;
-    char *text = cb_stream_take(&s->streams[which], final, &len, cb_now_ms());
-    if (text == NULL) return;
-    bool late = !s_in_exec(s);
-    size_t fit = (size_t) s_charge(s, len, late);
-    fit = cb_utf8_prefix(text, len, fit);
-    if (fit > 0 && s->cbs.on_stream) s->cbs.on_stream(s->ud, which, text, fit, late);
-    free(text);
-}
-
-/* Reads what a pipe has now (up to its buffer) and publishes what is due. */
-static void s_read_pipe(cb_session_t *s, int which, bool all) {
-    int *fd = which ? &s->proc.err_fd : &s->proc.out_fd;
-    for (int rounds = 0; *fd >= 0; rounds++) {
-        if (!all && (rounds > 0 || !cb_bucket_ready(&s->bytes, cb_now_ms()))) break;
-        if (sizeof s->streams[which].buf - s->streams[which].len < CB_STREAM_CHUNK)
-            s_publish_stream(s, which, false);
-        ssize_t n = cb_stream_fill(&s->streams[which], *fd, cb_now_ms());
-        if (n == 0) break;
-        if (n < 0) {
-            close(*fd);
-            *fd = -1;
-            break;
-        }
-        cb_bucket_take(&s->bytes, (double) n, cb_now_ms());
-    }
-    if (cb_stream_due(&s->streams[which], cb_now_ms())) s_publish_stream(s, which, false);
-}
-
-static void s_drain_pipes(cb_session_t *s, bool final) {
-    for (int w = 0; w < 2; w++) {
-        s_read_pipe(s, w, true);
-        s_publish_stream(s, w, final);
-    }
+/* Pipe output belongs to the execute in flight once the runner has said it
+ * started it; before that it is the previous cell's (late). */
+bool cb_sio_pipes_current(const cb_session_t *s) {
+    return cb_sio_in_exec(s) && s->runner_seq == s->seq;
 }
 
 /* ---- frames to the runner ---------------------------------------------------------- */
-
-static void s_flush_out(cb_session_t *s) {
-    while (s->proc.ev_fd >= 0 && s->out_off < s->out_len) {
-        ssize_t w =
-            send(s->proc.ev_fd, s->out + s->out_off, s->out_len - s->out_off, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-        if (w < 0) {
-            PLOG_W("send(event socket)");
-            return;
-        }
-        s->out_off += (size_t) w;
-    }
-    if (s->out_off == s->out_len) {
-        free(s->out);
-        s->out = NULL;
-        s->out_len = s->out_off = 0;
-    }
-}
-
-/* Queues one frame (borrowed) for the runner. 0 ok, -1 too large or too deep. */
-static int s_send(cb_session_t *s, const json_t *frame) {
-    uint8_t *buf;
-    size_t len;
-    if (cb_frame_encode(frame, CB_RUNNER_FRAME_MAX, &buf, &len) < 0) {
-        LOG_W("a frame for the runner is too large or not encodable");
-        return -1;
-    }
-    uint8_t *n = realloc(s->out, s->out_len + len);
-    if (n == NULL) {
-        free(buf);
-        return -1;
-    }
-    memcpy(n + s->out_len, buf, len);
-    free(buf);
-    s->out = n;
-    s->out_len += len;
-    s_flush_out(s);
-    return 0;
-}
-
-static void s_send_ack(cb_session_t *s) {
-    json_auto_t *ack = json_pack("{s:s}", "type", "ack");
-    if (ack && s_send(s, ack) == 0) {
-        s->ack_pending = true;
-        s->ack_backoff = 0;
-        s->ack_check_ms = cb_now_ms() + CB_ACK_RECHECK_MS;
-    }
-}
-
-/* True while the runner has not read everything we wrote (our last ack):
- * SIOCOUTQ of a unix socket counts what the peer has not consumed. */
-static bool s_ack_unread(cb_session_t *s) {
-    if (!s->ack_pending) return false;
-    int queued = 0;
-    if (s->proc.ev_fd >= 0 &&
-        (s->out_len > s->out_off || ioctl(s->proc.ev_fd, SIOCOUTQ, &queued) < 0 || queued > 0)) {
-        if (s->ack_backoff < CB_ACK_BACKOFF_MAX) s->ack_backoff++;
-        s->ack_check_ms = cb_now_ms() + ((int64_t) CB_ACK_RECHECK_MS << s->ack_backoff);
-        return true;
-    }
-    s->ack_pending = false;
-    return false;
-}
 
 static void s_send_request(cb_session_t *s) {
     if (s->req_frame == NULL || s->state != S_READY) return;
@@ -234,11 +56,11 @@ static void s_send_request(cb_session_t *s) {
     s->req_frame = NULL;
     json_object_set_new(f, "seq", json_integer(s->seq));
     int64_t now = cb_now_ms();
-    if (s->req == CB_REQ_EXECUTE)
+    if (s->req == CB_REQ_EXECUTE || s->req == CB_REQ_COMM)
         s->deadline_ms = s->cfg->timeout_s > 0 ? now + s->cfg->timeout_s * 1000 : 0;
     else
         s->deadline_ms = now + CB_ASSIST_TIMEOUT_MS;
-    if (s_send(s, f) < 0) {
+    if (cb_sio_send(s, f) < 0) {
         json_decref(f);
         s_end_request(s, NULL, "KernelError", "the request could not be handed to the sandbox",
                       false);
@@ -249,26 +71,9 @@ static void s_send_request(cb_session_t *s) {
 
 /* ---- the sandbox's life --------------------------------------------------------------- */
 
-static void s_kill(cb_session_t *s, int sig) {
+void cb_sio_kill(cb_session_t *s, int sig) {
     cb_launch_signal(&s->proc, sig);
     if (s->state == S_STARTING || s->state == S_READY) s->state = S_DYING;
-}
-
-static void s_reset_intake(cb_session_t *s, int64_t now) {
-    free(s->in);
-    free(s->out);
-    s->in = s->out = NULL;
-    s->in_len = s->in_cap = s->out_len = s->out_off = 0;
-    s->ack_pending = false;
-    s->was_ready = false;
-    s->broke[0] = '\0';
-    for (int i = 0; i < 2; i++)
-        cb_stream_reset(&s->streams[i]);
-    cb_bucket_init(&s->frames, CB_SESSION_FRAME_RATE, CB_SESSION_FRAME_BURST, now);
-    cb_bucket_init(&s->bytes, CB_SESSION_BYTE_RATE, CB_SESSION_BYTE_BURST, now);
-    cb_budget_init(&s->idle, CB_SESSION_IDLE_OUTPUT);
-    cb_budget_init(&s->life, CB_SESSION_OUTPUT_MAX);
-    s->dropped = 0;
 }
 
 static int s_spawn(cb_session_t *s) {
@@ -276,9 +81,8 @@ static int s_spawn(cb_session_t *s) {
     int64_t now = cb_now_ms();
     s->tried_ms = now;
     s->retry_at_ms = 0;
-    s_reset_intake(s, now);
-    cb_launch_cfg_t lc = {s->cfg->launcher, s->cfg->python, s->cfg->runner,
-                          s->cfg->launcher_args};
+    cb_sio_reset(s, now);
+    cb_launch_cfg_t lc = {s->cfg->launcher, s->cfg->python, s->cfg->runner, s->cfg->launcher_args};
     if (cb_launch_spawn(&s->proc, &lc) < 0) {
         snprintf(s->fatal, sizeof s->fatal, "could not start %.400s", s->cfg->launcher);
         s->failures++;
@@ -291,7 +95,7 @@ static int s_spawn(cb_session_t *s) {
 /* The launcher is reaped: end what was in flight, then start anew (or not). */
 static void s_gone(cb_session_t *s) {
     cb_launch_read_reports(&s->proc);
-    s_drain_pipes(s, true);
+    cb_sio_drain(s, true);
     bool setup = s->proc.fatal[0] != 0 || !s->was_ready;
     if (s->proc.isolation[0]) snprintf(s->isolation, sizeof s->isolation, "%s", s->proc.isolation);
     char how[CB_LAUNCH_TEXT_MAX], msg[CB_LAUNCH_TEXT_MAX * 3];
@@ -315,7 +119,7 @@ static void s_gone(cb_session_t *s) {
                  "The sandbox's Python process broke the kernel's frame protocol (%s) and was "
                  "stopped. %s",
                  s->broke, lost);
-    } else if (s->timed_out && s->req == CB_REQ_EXECUTE) {
+    } else if (s->timed_out && (s->req == CB_REQ_EXECUTE || s->req == CB_REQ_COMM)) {
         ename = "TimeoutError";
         snprintf(msg, sizeof msg,
                  "The cell exceeded its time limit of %ld s (--timeout) and did not stop when "
@@ -334,6 +138,7 @@ static void s_gone(cb_session_t *s) {
     s->failures = setup ? s->failures + 1 : 0;
     cb_launch_close_fds(&s->proc);
     s->state = S_DOWN;
+    if (s->was_ready && s->cbs.on_lost) s->cbs.on_lost(s->ud);
     if (s->req != CB_REQ_NONE)
         s_end_request(s, NULL, ename, msg, setup);
     else if (!s->quitting && s->cbs.on_gone)
@@ -356,12 +161,12 @@ static void s_emit_artifact(void *ud, const json_t *bundle) {
     if (s->cbs.on_artifact) s->cbs.on_artifact(s->ud, bundle);
 }
 
-static void s_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ename,
-                          const char *msg, bool setup) {
+static void s_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ename, const char *msg,
+                          bool setup) {
     cb_req_kind_t kind = s->req;
     json_auto_t *summary = NULL;
     if (kind == CB_REQ_EXECUTE) {
-        s_drain_pipes(s, true);
+        cb_sio_drain(s, true);
         if (s->cfg->artifacts && s->proc.workdir_fd >= 0)
             json_decref(cb_artifacts_collect_each(s->cfg->artifacts, s->proc.workdir_fd,
                                                   s_emit_artifact, s, &summary));
@@ -383,7 +188,7 @@ static void s_hello(cb_session_t *s, const cb_rframe_t *f) {
         LOG_E("runner speaks frame protocol %lld, kernel %d: stopping it",
               (long long) f->u.hello.version, CB_RUNNER_PROTOCOL_VERSION);
         snprintf(s->broke, sizeof s->broke, "wrong protocol version");
-        s_kill(s, SIGKILL);
+        cb_sio_kill(s, SIGKILL);
         return;
     }
 #define S_FACT(dst, v) snprintf(dst, sizeof dst, "%.*s", (int) sizeof dst - 1, (v) ? (v) : "")
@@ -408,16 +213,17 @@ static void s_hello(cb_session_t *s, const cb_rframe_t *f) {
         for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
             json_array_append_new(mods, json_string(t));
         json_auto_t *pf = json_pack("{s:s, s:O}", "type", "preload", "modules", mods);
-        if (pf) (void) s_send(s, pf);
+        if (pf) (void) cb_sio_send(s, pf);
     }
     s_send_request(s);
 }
 
-static void s_frame(cb_session_t *s, const cb_rframe_t *f) {
-    unsigned when = s->state == S_STARTING ? CB_WHEN_STARTING
+void cb_sio_frame(cb_session_t *s, const cb_rframe_t *f) {
+    unsigned when = s->state == S_STARTING                  ? CB_WHEN_STARTING
                     : s->req == CB_REQ_NONE || s->req_frame ? CB_WHEN_IDLE
-                    : s->req == CB_REQ_EXECUTE             ? CB_WHEN_EXECUTE
-                                                           : CB_WHEN_ASSIST;
+                    : s->req == CB_REQ_EXECUTE              ? CB_WHEN_EXECUTE
+                    : s->req == CB_REQ_COMM                 ? CB_WHEN_COMM
+                                                            : CB_WHEN_ASSIST;
     bool current = f->has_seq && f->seq == s->seq && when != CB_WHEN_IDLE;
     if (!(cb_rframe_when(f->type) & when)) goto refuse;
     switch (f->type) {
@@ -425,11 +231,13 @@ static void s_frame(cb_session_t *s, const cb_rframe_t *f) {
     case CB_RF_DONE:
     case CB_RF_COMPLETE_REPLY:
     case CB_RF_INSPECT_REPLY:
-    case CB_RF_IS_COMPLETE_REPLY: {
+    case CB_RF_IS_COMPLETE_REPLY:
+    case CB_RF_COMM_DONE: {
         static const cb_req_kind_t kinds[] = {[CB_RF_DONE] = CB_REQ_EXECUTE,
                                               [CB_RF_COMPLETE_REPLY] = CB_REQ_COMPLETE,
                                               [CB_RF_INSPECT_REPLY] = CB_REQ_INSPECT,
-                                              [CB_RF_IS_COMPLETE_REPLY] = CB_REQ_IS_COMPLETE};
+                                              [CB_RF_IS_COMPLETE_REPLY] = CB_REQ_IS_COMPLETE,
+                                              [CB_RF_COMM_DONE] = CB_REQ_COMM};
         /* an answer for anything but the request in flight is refused */
         if (!current || kinds[f->type] != s->req) goto refuse;
         s_end_request(s, f, NULL, NULL, false);
@@ -440,14 +248,17 @@ static void s_frame(cb_session_t *s, const cb_rframe_t *f) {
         LOG_W("the runner could not read request %lld: %s", (long long) s->seq, f->u.bad.error);
         s_end_request(s, f, NULL, NULL, false);
         return;
+    case CB_RF_STARTED:
+        s->runner_seq = f->seq; /* what it prints from now on is that cell's */
+        return;
     case CB_RF_INPUT_REQUEST:
         if (!current || s->waiting_input) goto refuse;
         s->waiting_input = true;
         if (s->cbs.on_frame) s->cbs.on_frame(s->ud, f, false);
         return;
     default: {
-        bool late = !current || !s_in_exec(s);
-        if (s_charge(s, f->bytes, late) < f->bytes) return; /* over budget: dropped */
+        bool late = !current || !cb_sio_in_exec(s);
+        if (cb_sio_charge(s, f->bytes, late) < f->bytes) return; /* over budget: dropped */
         if (s->cbs.on_frame) s->cbs.on_frame(s->ud, f, late);
         return;
     }
@@ -455,72 +266,6 @@ static void s_frame(cb_session_t *s, const cb_rframe_t *f) {
 refuse:
     LOG_W("refused a runner frame '%s' (seq %lld) not valid now", cb_rframe_name(f->type),
           (long long) f->seq);
-}
-
-/* Handles buffered frames while allowed. */
-static void s_process(cb_session_t *s) {
-    while (s->in_len > 0 && !s->broke[0] && s->state != S_DOWN && !s->paused) {
-        if (s_ack_unread(s)) break;
-        const uint8_t *body;
-        size_t blen, used;
-        int rc = cb_frame_extract(s->in, s->in_len, CB_RUNNER_FRAME_MAX, &body, &blen, &used);
-        if (rc == CB_FRAME_NEED) break;
-        if (rc == CB_FRAME_FATAL) {
-            snprintf(s->broke, sizeof s->broke, "a frame length outside 1..%u bytes",
-                     (unsigned) CB_RUNNER_FRAME_MAX);
-            LOG_W("runner broke the frame protocol: %s", s->broke);
-            s_kill(s, SIGKILL);
-            break;
-        }
-        int64_t now = cb_now_ms();
-        cb_bucket_take(&s->frames, 1, now);
-        cb_bucket_take(&s->bytes, (double) used, now);
-        s_drain_pipes(s, false); /* output written before this frame goes first */
-        cb_rframe_t f;
-        char why[CB_NOTICE_MAX];
-        if (cb_rframe_parse(body, blen, &f, why, sizeof why) == 0) {
-            s_frame(s, &f);
-            if (cb_rframe_needs_ack(f.type) && s->proc.ev_fd >= 0) s_send_ack(s);
-            cb_rframe_clear(&f);
-        } else {
-            LOG_W("dropped a runner frame: %s", why);
-        }
-        memmove(s->in, s->in + used, s->in_len - used);
-        s->in_len -= used;
-        if (!cb_bucket_ready(&s->frames, cb_now_ms())) break;
-    }
-    if (s->in_len == 0 && s->in_cap > 4 * CB_FRAME_IN_CHUNK) {
-        free(s->in); /* a large frame came and went: give its memory back */
-        s->in = NULL;
-        s->in_cap = 0;
-    }
-}
-
-static void s_read_events(cb_session_t *s) {
-    size_t want = s->in_len + CB_FRAME_IN_CHUNK;
-    size_t cap = CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR + CB_FRAME_IN_CHUNK;
-    if (want > cap) return; /* a whole frame is buffered: handle it first */
-    if (s->in_cap < want) {
-        uint8_t *n = realloc(s->in, want);
-        if (n == NULL) return;
-        s->in = n;
-        s->in_cap = want;
-    }
-    ssize_t got;
-    do
-        got = read(s->proc.ev_fd, s->in + s->in_len, CB_FRAME_IN_CHUNK);
-    while (got < 0 && errno == EINTR);
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (got <= 0) {
-        LOG_I("runner closed its event socket");
-        s_process(s);
-        close(s->proc.ev_fd);
-        s->proc.ev_fd = -1;
-        s_kill(s, SIGTERM);
-        return;
-    }
-    s->in_len += (size_t) got;
-    s_process(s);
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
@@ -542,9 +287,15 @@ static int64_t s_next_deadline(cb_session_t *s) {
     S_MIN(s->retry_at_ms);
     if (s->state == S_STARTING) S_MIN(s->proc.started_ms + CB_RUNNER_HELLO_TIMEOUT_MS);
     if (s->state == S_DYING) S_MIN(s->proc.started_ms > 0 ? s->timer_at : 0);
-    if (s->ack_pending && s->in_len > 0) S_MIN(s->ack_check_ms);
-    if (!s->paused && s->in_len > 0) S_MIN(now + cb_bucket_wait_ms(&s->frames, now));
-    if (!s->paused && !cb_bucket_ready(&s->bytes, now)) S_MIN(now + cb_bucket_wait_ms(&s->bytes, now));
+    /* frames are waiting: for the runner to read its ack, or for the rate */
+    if (!s->paused && cb_sio_pending(s) > 0) {
+        if (s->ack_pending)
+            S_MIN(s->ack_check_ms);
+        else if (!cb_bucket_ready(&s->frames, now))
+            S_MIN(now + cb_bucket_wait_ms(&s->frames, now));
+    }
+    if (!s->paused && !cb_bucket_ready(&s->bytes, now))
+        S_MIN(now + cb_bucket_wait_ms(&s->bytes, now));
 #undef S_MIN
     return d;
 }
@@ -569,7 +320,7 @@ static void s_sync(cb_session_t *s) {
     int64_t now = cb_now_ms();
     bool bytes_ok = !s->paused && cb_bucket_ready(&s->bytes, now);
     bool frames_ok = bytes_ok && cb_bucket_ready(&s->frames, now) &&
-                     s->in_len < CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR;
+                     cb_sio_pending(s) < CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR;
     int fds[S_FD_COUNT] = {s->proc.out_fd, s->proc.err_fd, s->proc.ev_fd, s->proc.rep_fd};
     short ev[S_FD_COUNT] = {
         (short) (bytes_ok ? ZMQ_POLLIN : 0), (short) (bytes_ok ? ZMQ_POLLIN : 0),
@@ -597,11 +348,11 @@ static int s_on_fd(zloop_t *loop, zmq_pollitem_t *item, void *arg) {
     (void) loop;
     cb_session_t *s = arg;
     if (item->fd >= 0 && item->fd == s->proc.rep_fd) cb_launch_read_reports(&s->proc);
-    if (item->fd >= 0 && item->fd == s->proc.out_fd) s_read_pipe(s, 0, false);
-    if (item->fd >= 0 && item->fd == s->proc.err_fd) s_read_pipe(s, 1, false);
+    if (item->fd >= 0 && item->fd == s->proc.out_fd) cb_sio_read_pipe(s, 0, false);
+    if (item->fd >= 0 && item->fd == s->proc.err_fd) cb_sio_read_pipe(s, 1, false);
     if (item->fd >= 0 && item->fd == s->proc.ev_fd) {
-        if (item->revents & ZMQ_POLLOUT) s_flush_out(s);
-        if (item->revents & (ZMQ_POLLIN | ZMQ_POLLERR)) s_read_events(s);
+        if (item->revents & ZMQ_POLLOUT) cb_sio_flush_out(s);
+        if (item->revents & (ZMQ_POLLIN | ZMQ_POLLERR)) cb_sio_read_events(s);
     }
     s_sync(s);
     return 0;
@@ -613,10 +364,10 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg) {
     if (timer_id == s->timer_id) s->timer_id = -1, s->timer_at = 0; /* fired: gone */
     int64_t now = cb_now_ms();
     for (int i = 0; i < 2; i++)
-        if (cb_stream_due(&s->streams[i], now)) s_publish_stream(s, i, false);
+        if (cb_stream_due(&s->streams[i], now)) cb_sio_publish_stream(s, i, false);
     if (s->deadline_ms && now >= s->deadline_ms) {
         s->deadline_ms = 0;
-        if (s->req == CB_REQ_EXECUTE) {
+        if (s->req == CB_REQ_EXECUTE || s->req == CB_REQ_COMM) {
             LOG_W("cell exceeded --timeout %ld s: interrupting", s->cfg->timeout_s);
             s->timed_out = true;
             s->grace_ms = now + CB_INTERRUPT_GRACE_MS;
@@ -630,17 +381,17 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg) {
         /* the kernel keeps this deadline alone: a stopped launcher cannot delay it */
         LOG_W("cell ignored the interrupt: killing the sandbox");
         s->grace_ms = 0;
-        s_kill(s, SIGKILL);
+        cb_sio_kill(s, SIGKILL);
     }
     if (s->state == S_STARTING && now >= s->proc.started_ms + CB_RUNNER_HELLO_TIMEOUT_MS) {
         LOG_E("runner did not say hello within %d ms: stopping it", CB_RUNNER_HELLO_TIMEOUT_MS);
         snprintf(s->proc.reason, sizeof s->proc.reason, "no hello from the runner in time");
-        s_kill(s, SIGKILL);
+        cb_sio_kill(s, SIGKILL);
     }
     if (s->state == S_DYING && s->timer_at == 0 && !s->proc.reaped)
         cb_launch_signal(&s->proc, SIGKILL); /* SIGTERM was not enough */
     if (s->retry_at_ms && now >= s->retry_at_ms) (void) s_spawn(s);
-    if (s->in_len > 0) s_process(s);
+    if (cb_sio_pending(s) > 0) cb_sio_process(s);
     s_sync(s);
     return 0;
 }
@@ -657,7 +408,7 @@ cb_session_t *cb_session_new(const cb_session_cfg_t *cfg, const cb_session_cbs_t
     s->loop = loop;
     s->timer_id = -1;
     cb_launch_init(&s->proc);
-    s_reset_intake(s, cb_now_ms());
+    cb_sio_reset(s, cb_now_ms());
     return s;
 }
 
@@ -677,6 +428,8 @@ void cb_session_destroy(cb_session_t **self_p) {
                 usleep(1000);
         }
     }
+    if (s->proc.pid > 0 && cb_cgroup_cleanup_kernel() < 0)
+        LOG_W("this kernel's cgroups could not all be removed");
     for (int i = 0; i < S_FD_COUNT; i++)
         if (s->reg[i].events != 0) zloop_poller_end(s->loop, &s->reg[i]);
     if (s->timer_id >= 0) zloop_timer_end(s->loop, s->timer_id);
@@ -716,7 +469,8 @@ int cb_session_request(cb_session_t *s, cb_req_kind_t kind, json_t *frame) {
     s->seq++;
     s->req_frame = frame;
     s->timed_out = s->waiting_input = false;
-    if (kind == CB_REQ_EXECUTE) cb_budget_init(&s->cell, s->cfg->cell_output_max);
+    if (kind == CB_REQ_EXECUTE || kind == CB_REQ_COMM)
+        cb_budget_init(&s->cell, s->cfg->cell_output_max);
     s_send_request(s);
     s_sync(s);
     return 0;
@@ -724,7 +478,7 @@ int cb_session_request(cb_session_t *s, cb_req_kind_t kind, json_t *frame) {
 
 void cb_session_adopt(cb_session_t *s, pid_t pid, int out_fd, int err_fd, int ev_fd, int rep_fd) {
     cb_launch_init(&s->proc);
-    s_reset_intake(s, cb_now_ms());
+    cb_sio_reset(s, cb_now_ms());
     s->proc.pid = pid;
     s->proc.out_fd = out_fd;
     s->proc.err_fd = err_fd;
@@ -741,18 +495,19 @@ void cb_session_adopt(cb_session_t *s, pid_t pid, int out_fd, int err_fd, int ev
 
 cb_req_kind_t cb_session_current(const cb_session_t *s) { return s->req; }
 json_int_t cb_session_seq(const cb_session_t *s) { return s->seq; }
+json_int_t cb_session_runner_seq(const cb_session_t *s) { return s->runner_seq; }
 
 void cb_session_input_reply(cb_session_t *s, const char *value, const char *error) {
     if (!s->waiting_input) return;
     s->waiting_input = false;
     json_auto_t *f = value ? json_pack("{s:s, s:s}", "type", "input_reply", "value", value)
                            : json_pack("{s:s, s:s}", "type", "input_reply", "error", error);
-    if (f) (void) s_send(s, f);
+    if (f) (void) cb_sio_send(s, f);
     s_sync(s);
 }
 
 void cb_session_interrupt(cb_session_t *s) {
-    if (s_in_exec(s)) cb_launch_signal(&s->proc, SIGINT);
+    if (cb_sio_in_exec(s)) cb_launch_signal(&s->proc, SIGINT);
 }
 
 void cb_session_reap(cb_session_t *s) {
@@ -763,7 +518,7 @@ void cb_session_reap(cb_session_t *s) {
 void cb_session_pause(cb_session_t *s, bool paused) {
     if (s->paused == paused) return;
     s->paused = paused;
-    if (!paused && s->in_len > 0) s_process(s);
+    if (!paused && cb_sio_pending(s) > 0) cb_sio_process(s);
     s_sync(s);
 }
 

@@ -10,7 +10,10 @@
 #include "launcher/flags.h"
 
 #include "isolate/limits.h"
+#include "isolate/idpool.h"
 #include "isolate/sandbox_limits.h"
+#include "launcher/netproxy_limits.h"
+#include "launcher/netrules.h"
 
 #include <errno.h>
 #include <math.h>
@@ -19,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-static int s_fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int s_fail(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int s_fail(char *err, size_t len, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -70,6 +73,11 @@ static int s_check_ro_bind(const char *v, char *err, size_t len) {
     return 0;
 }
 
+static int s_check_uid_range(const char *v, char *err, size_t len) {
+    unsigned long first, count;
+    return cb_idpool_parse_range(v, &first, &count, err, len);
+}
+
 static int s_check_preload(const char *v, char *err, size_t len) {
     if (v[0] == '\0' ||
         strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_., ") !=
@@ -81,15 +89,31 @@ static int s_check_preload(const char *v, char *err, size_t len) {
     return 0;
 }
 
+/* none | host | allow:HOST[:PORT],... (the egress proxy's grammar) */
+static int s_check_network(const char *v, char *err, size_t len) {
+    if (strcmp(v, "none") == 0 || strcmp(v, "host") == 0) return 0;
+    if (strncmp(v, "allow:", 6) != 0)
+        return s_fail(err, len, "'%s' is not none|host|allow:HOST[:PORT],...", v);
+    static cb_netrules_t scratch; /* large: off the stack */
+    cb_netrules_init(&scratch);
+    return cb_netrules_parse(&scratch, v + 6, err, len);
+}
+
+static int s_check_pin(const char *v, char *err, size_t len) {
+    static cb_netrules_t scratch;
+    cb_netrules_init(&scratch);
+    return cb_netrules_add_pin(&scratch, v, err, len);
+}
+
 /* ---- the table -------------------------------------------------------------- */
 
-#define S_OFF(field)   offsetof(cb_config_t, field)
-#define S_L            CB_FLAG_LAUNCHER
-#define S_K            CB_FLAG_KERNEL
-#define S_NUM(x)       ((double) (x))
-#define S_NO           0.0, 0.0
-#define S_STR(x)       S_STR2(x)
-#define S_STR2(x)      #x
+#define S_OFF(field) offsetof(cb_config_t, field)
+#define S_L          CB_FLAG_LAUNCHER
+#define S_K          CB_FLAG_KERNEL
+#define S_NUM(x)     ((double) (x))
+#define S_NO         0.0, 0.0
+#define S_STR(x)     S_STR2(x)
+#define S_STR2(x)    #x
 
 static const cb_flag_t s_table[] = {
     /* name, kind, min, max, unit, default, choices, metavar, group, help, who, off, count, check */
@@ -104,21 +128,38 @@ static const cb_flag_t s_table[] = {
      "memory limit, no swap (MiB, or with a K/M/G suffix)", S_L, S_OFF(memory_mb), 0, NULL},
     {"pids", CB_FK_INT, S_NUM(CB_OPT_MIN_PIDS), S_NUM(CB_OPT_MAX_PIDS), "", S_STR(CB_DEFAULT_PIDS),
      NULL, "N", "sandbox", "processes and threads", S_L, S_OFF(pids), 0, NULL},
-    {"cpus", CB_FK_FLOAT, CB_OPT_MIN_CPUS, CB_OPT_MAX_CPUS, "", S_STR(CB_DEFAULT_CPUS), NULL, "F", "sandbox",
-     "CPU share, e.g. 0.5 or 2", S_L, S_OFF(cpus), 0, NULL},
+    {"cpus", CB_FK_FLOAT, CB_OPT_MIN_CPUS, CB_OPT_MAX_CPUS, "", S_STR(CB_DEFAULT_CPUS), NULL, "F",
+     "sandbox", "CPU share, e.g. 0.5 or 2", S_L, S_OFF(cpus), 0, NULL},
     {"disk", CB_FK_SIZE_MB, S_NUM(CB_OPT_MIN_DISK_MB), S_NUM(CB_OPT_MAX_DISK_MB), "MiB",
-     S_STR(CB_DEFAULT_DISK_MB), NULL, "SIZE", "sandbox",
-     "size of the working dir and /tmp (tmpfs)", S_L, S_OFF(disk_mb), 0, NULL},
+     S_STR(CB_DEFAULT_DISK_MB), NULL, "SIZE", "sandbox", "size of the working dir and /tmp (tmpfs)",
+     S_L, S_OFF(disk_mb), 0, NULL},
     {"open-files", CB_FK_INT, S_NUM(CB_OPT_MIN_OPEN_FILES), S_NUM(CB_OPT_MAX_OPEN_FILES), "",
      S_STR(CB_DEFAULT_OPEN_FILES), NULL, "N", "sandbox", "open file descriptors", S_L,
      S_OFF(open_files), 0, NULL},
-    {"network", CB_FK_CHOICE, S_NO, "", "none", "none|host", "MODE", "sandbox",
-     "'none': loopback only; 'host': the host's network", S_L, S_OFF(network), 0, NULL},
+    {"network", CB_FK_TEXT, S_NO, "", "none", NULL, "none|host|allow:HOST[:PORT],...", "sandbox",
+     "'none': loopback only; 'host': the host's network; 'allow:': loopback plus an HTTP(S) "
+     "proxy outside that reaches only these hosts (no port: 80 and 443; *.example.com: the "
+     "names below it)",
+     S_L, S_OFF(network), 0, s_check_network},
+    {"network-resolve", CB_FK_TEXT, S_NO, "", NULL, NULL, "NAME=ADDR", "sandbox",
+     "with allow: the proxy resolves NAME to ADDR, no DNS (repeatable)", S_L | CB_FLAG_REPEAT,
+     S_OFF(network_resolve), S_OFF(n_network_resolve), s_check_pin},
+    {"network-max-conns", CB_FK_INT, 1, S_NUM(CB_PROXY_MAX_CONNS_LIMIT), "",
+     S_STR(CB_PROXY_DEFAULT_MAX_CONNS), NULL, "N", "sandbox",
+     "with allow: concurrent connections through the proxy", S_L, S_OFF(network_max_conns), 0,
+     NULL},
+    {"network-max-bytes", CB_FK_SIZE_MB, 1, S_NUM(CB_PROXY_MAX_MB_LIMIT), "MiB",
+     S_STR(CB_PROXY_DEFAULT_MAX_MB), NULL, "SIZE", "sandbox",
+     "with allow: bytes the proxy relays per session, both directions", S_L,
+     S_OFF(network_max_mb), 0, NULL},
     {"uid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
-     "id the code runs as when the kernel is root (default " S_STR(CB_SANDBOX_UID) ")", S_L,
+     "id the code runs as inside the sandbox (default " S_STR(CB_SANDBOX_UID) ")", S_L,
      S_OFF(uid), 0, NULL},
     {"gid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
-     "group id the code runs as when the kernel is root", S_L, S_OFF(gid), 0, NULL},
+     "group id the code runs as inside the sandbox", S_L, S_OFF(gid), 0, NULL},
+    {"uid-range", CB_FK_TEXT, S_NO, "", CB_SANDBOX_ID_RANGE, NULL, "FIRST:COUNT", "sandbox",
+     "host ids, one per sandbox, when the kernel is root", S_L, S_OFF(uid_range), 0,
+     s_check_uid_range},
     {"ro-bind", CB_FK_TEXT, S_NO, "", NULL, NULL, "HOST:SANDBOX", "sandbox",
      "expose a host path read-only inside (repeatable)", S_L | CB_FLAG_REPEAT, S_OFF(ro_bind),
      S_OFF(n_ro_bind), s_check_ro_bind},
@@ -126,16 +167,16 @@ static const cb_flag_t s_table[] = {
      "fail instead of falling back to rlimits without cgroups", S_L, S_OFF(require_limits), 0,
      NULL},
     {"runner", CB_FK_PATH, S_NO, "", NULL, NULL, "PATH", "kernel",
-     "runner.py to start in the sandbox (default: the installed one)",
-     S_L | S_K | CB_FLAG_NOFWD, S_OFF(runner), 0, NULL},
+     "runner.py to start in the sandbox (default: the installed one)", S_L | S_K | CB_FLAG_NOFWD,
+     S_OFF(runner), 0, NULL},
     {"launcher", CB_FK_PATH, S_NO, "", NULL, NULL, "PATH", "kernel",
      "cellblock-launcher to use (default: the installed one)", S_K, S_OFF(launcher), 0, NULL},
     {"timeout", CB_FK_INT, 0, S_NUM(CB_OPT_MAX_TIMEOUT_S), "s", S_STR(CB_DEFAULT_TIMEOUT_S), NULL,
      "SECONDS", "limits", "wall-clock limit per cell, 0 = none", S_K, S_OFF(timeout_s), 0, NULL},
     {"max-output", CB_FK_SIZE_MB, 1, S_NUM(CB_OPT_MAX_OUTPUT_MB), "MiB",
      S_STR(CB_DEFAULT_MAX_OUTPUT_MB), NULL, "SIZE", "limits",
-     "bytes of output (streams, displays, results, errors) per cell", S_K, S_OFF(max_output_mb),
-     0, NULL},
+     "bytes of output (streams, displays, results, errors) per cell", S_K, S_OFF(max_output_mb), 0,
+     NULL},
     {"artifacts", CB_FK_CHOICE, S_NO, "", "all", "none|images|all", "MODE", "outputs",
      "files written in the working dir returned as outputs", S_K, S_OFF(artifacts), 0, NULL},
     {"artifact-max-file", CB_FK_SIZE_MB, 1, S_NUM(CB_OPT_MAX_ARTIFACT_FILE_MB), "MiB",
@@ -252,14 +293,12 @@ int cb_flags_set(cb_config_t *c, const cb_flag_t *f, const char *val, char *err,
     }
     if (f->check != NULL) {
         char why[CB_FLAG_ERR_MAX];
-        if (f->check(val, why, sizeof why) < 0)
-            return s_fail(err, len, "--%s: %s", f->name, why);
+        if (f->check(val, why, sizeof why) < 0) return s_fail(err, len, "--%s: %s", f->name, why);
     }
     if (f->who & CB_FLAG_REPEAT) {
         size_t *n = s_field(c, f->count_off);
         if (*n >= CB_FLAG_REPEAT_MAX)
-            return s_fail(err, len, "--%s: given more than %d times", f->name,
-                          CB_FLAG_REPEAT_MAX);
+            return s_fail(err, len, "--%s: given more than %d times", f->name, CB_FLAG_REPEAT_MAX);
         ((const char **) p)[(*n)++] = val;
     } else {
         *(const char **) p = val;
@@ -313,6 +352,17 @@ int cb_flags_parse(cb_config_t *c, unsigned who, int argc, char **argv, cb_flags
         }
         if (cb_flags_set(c, f, val, err, len) < 0) return -1;
     }
+    return 0;
+}
+
+int cb_flags_check_network(const cb_config_t *c, char *err, size_t len) {
+    bool allow = strncmp(c->network, "allow:", 6) == 0;
+    if (allow && strcmp(c->sandbox, "none") == 0)
+        return s_fail(err, len,
+                      "--network allow: needs --sandbox full (without a sandbox there is no "
+                      "allowlist to enforce)");
+    if (c->n_network_resolve > 0 && !allow)
+        return s_fail(err, len, "--network-resolve needs --network allow:...");
     return 0;
 }
 

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define CB_FLAG_REPEAT_MAX 32  /* values of one repeatable flag (--ro-bind, --env) */
+#define CB_FLAG_REPEAT_MAX 32   /* values of one repeatable flag (--ro-bind, --env) */
 #define CB_FLAG_VALUE_MAX  4200 /* bytes of one flag value */
 #define CB_FLAG_NUM_MAX    32   /* bytes of a number rendered for the launcher */
 #define CB_FLAG_ERR_MAX    512  /* bytes of one parse error message */
@@ -44,30 +44,37 @@ typedef enum {
 /* Every flag's value.  Defaults come from the table (cb_config_defaults). */
 typedef struct {
     /* sandbox: read by the launcher */
-    const char *sandbox;                         /* full | none */
-    long memory_mb;                              /* --memory */
-    long pids;                                   /* --pids */
-    double cpus;                                 /* --cpus */
-    long disk_mb;                                /* --disk */
-    long open_files;                             /* --open-files */
-    const char *network;                         /* none | host */
-    long uid, gid;                               /* 0 = the launcher's default */
-    const char *ro_bind[CB_FLAG_REPEAT_MAX];     /* HOST:SANDBOX values */
-    size_t n_ro_bind;                            /* used entries of ro_bind */
-    bool require_limits;                         /* --require-limits */
-    const char *log_level;                       /* debug | info | warning | error | critical */
-    const char *python;                          /* sandboxed interpreter */
-    const char *runner;                          /* runner.py on the host (NULL = installed one) */
+    const char *sandbox;                     /* full | none */
+    long memory_mb;                          /* --memory */
+    long pids;                               /* --pids */
+    double cpus;                             /* --cpus */
+    long disk_mb;                            /* --disk */
+    long open_files;                         /* --open-files */
+    const char *network;                     /* none | host | allow:HOST[:PORT],... */
+    long uid, gid;                           /* 0 = the launcher's default */
+    const char *uid_range;                   /* FIRST:COUNT host ids (isolate/idpool.h) */
+    const char *ro_bind[CB_FLAG_REPEAT_MAX]; /* HOST:SANDBOX values */
+    size_t n_ro_bind;                        /* used entries of ro_bind */
+    bool require_limits;                     /* --require-limits */
+    const char *log_level;                   /* debug | info | warning | error | critical */
+    const char *python;                      /* sandboxed interpreter */
+    const char *runner;                      /* runner.py on the host (NULL = installed one) */
     /* kernel and `cellblock run` */
-    const char *connection_file;                 /* -f */
-    const char *launcher;                        /* NULL = the installed one */
-    long timeout_s;                              /* per cell, 0 = none */
-    long max_output_mb;                          /* output bytes per cell */
-    const char *artifacts;                       /* none | images | all */
-    long artifact_max_file_mb;                   /* per file */
-    long artifact_max_cell_mb;                   /* per cell */
-    long artifact_max_files;                     /* per cell */
-    const char *preload;                         /* comma-separated modules, or NULL */
+    const char *connection_file; /* -f */
+    const char *launcher;        /* NULL = the installed one */
+    long timeout_s;              /* per cell, 0 = none */
+    long max_output_mb;          /* output bytes per cell */
+    const char *artifacts;       /* none | images | all */
+    long artifact_max_file_mb;   /* per file */
+    long artifact_max_cell_mb;   /* per cell */
+    long artifact_max_files;     /* per cell */
+    const char *preload;         /* comma-separated modules, or NULL */
+
+    /* --network allow: the egress proxy (launcher/netproxy.c) */
+    const char *network_resolve[CB_FLAG_REPEAT_MAX]; /* NAME=ADDR pins */
+    size_t n_network_resolve;                        /* used entries */
+    long network_max_conns;                          /* concurrent connections */
+    long network_max_mb;                             /* bytes relayed per session, MiB */
 } cb_config_t;
 
 typedef struct {
@@ -108,6 +115,10 @@ typedef int (*cb_flags_other_fn)(int argc, char **argv, int *i, void *ud, char *
  * `--name value` and `--name=value`.  0 ok, -1 with err set. */
 int cb_flags_parse(cb_config_t *c, unsigned who, int argc, char **argv, cb_flags_other_fn other,
                    void *ud, char *err, size_t err_len);
+
+/* Checks that the --network flags fit together: allow: needs --sandbox
+ * full, --network-resolve needs allow:.  0 ok, -1 with err. */
+int cb_flags_check_network(const cb_config_t *c, char *err, size_t err_len);
 
 /* Prints the flags read by `who`, grouped, with defaults and bounds. */
 void cb_flags_usage(FILE *f, unsigned who);

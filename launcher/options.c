@@ -8,6 +8,7 @@
  */
 #include "launcher/options.h"
 
+#include "isolate/idpool.h"
 #include "launcher/flags.h"
 
 #include <stdio.h>
@@ -54,6 +55,8 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
     o->network_host = strcmp(c.network, "host") == 0;
     o->uid = c.uid > 0 ? (uid_t) c.uid : CB_SANDBOX_UID;
     o->gid = c.gid > 0 ? (gid_t) c.gid : CB_SANDBOX_UID;
+    if (cb_idpool_parse_range(c.uid_range, &o->uid_first, &o->uid_count, err, err_len) < 0)
+        return -1;
     o->require_limits = c.require_limits;
     (void) cb_log_parse_level(c.log_level, &o->log_level); /* checked by the table */
     o->python = c.python;
@@ -62,6 +65,15 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
         if (s_ro_bind(o, c.ro_bind[i], err, err_len) < 0) return -1;
     if (o->python == NULL) return s_fail(err, err_len, "--python PATH is required");
     if (o->runner == NULL) return s_fail(err, err_len, "--runner FILE is required");
+    /* --network allow: (the table checked the grammar) */
+    if (strncmp(c.network, "allow:", 6) == 0) o->network_allow = c.network + 6;
+    for (size_t i = 0; i < c.n_network_resolve; i++)
+        o->network_resolve[i] = c.network_resolve[i];
+    o->n_network_resolve = c.n_network_resolve;
+    o->network_max_conns = c.network_max_conns;
+    o->network_max_mb = c.network_max_mb;
+    char why[CB_FLAG_ERR_MAX];
+    if (cb_flags_check_network(&c, why, sizeof why) < 0) return s_fail(err, err_len, why);
     return 0;
 }
 

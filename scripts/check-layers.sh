@@ -27,6 +27,7 @@ check isolate 'isolate'
 check artifacts 'artifacts|isolate'
 check launcher 'launcher|isolate'
 check kernel 'kernel|launcher|artifacts|isolate'
+check proxy 'proxy|launcher|isolate'
 [ -s "$tmp" ] && bad=1
 [ "$bad" = 0 ] && echo "check-layers: includes follow DESIGN.md's layers"
 exit "$bad"

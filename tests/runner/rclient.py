@@ -22,6 +22,7 @@ class Runner:
 
     def __init__(self, cwd=None, env=None):
         self.seqs = []  # seq of every frame received
+        self.started = []  # seq of every `started` frame
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = parent
         e = {"PATH": "/usr/bin:/bin", "HOME": cwd or "/tmp", "LANG": "C.UTF-8",
@@ -92,7 +93,16 @@ class Runner:
         return out
 
     def recv(self, timeout=30):
-        """Next frame.  Output written before the frame is recorded before it."""
+        """Next frame but `started` (which the runner sends as it begins an
+        execute: recorded in .started).  Output written before the frame is
+        recorded before it."""
+        while True:
+            f = self._recv1(timeout)
+            if f.get("type") != "started":
+                return f
+            self.started.append(self.seqs[-1])
+
+    def _recv1(self, timeout):
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()

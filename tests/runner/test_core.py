@@ -466,6 +466,7 @@ def test_frames_carry_the_request_seq(runner):
     refused by the kernel), and a frame the runner cannot read is answered."""
     runner.execute("print(1); display(2); 3", execution_count=1)
     assert runner.seqs and set(runner.seqs[-3:]) == {runner.seq}
+    assert runner.started[-1] == runner.seq, "an execute begins with `started`"
     # a request the runner's JSON parser cannot read: answered, never dropped
     deep = "[" * 5000 + "]" * 5000
     body = ('{"type":"execute","seq":99,"code":"1","user_expressions":{"x":%s}}' % deep)

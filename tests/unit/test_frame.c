@@ -44,8 +44,8 @@ static void s_codec(void) {
     TAP_EQ_INT(cb_frame_extract(zero, 4, 1024, &body, &blen, &used), CB_FRAME_FATAL,
                "zero length is fatal");
     uint8_t huge[4] = {0xff, 0xff, 0xff, 0xff};
-    TAP_EQ_INT(cb_frame_extract(huge, 4, CB_RUNNER_FRAME_MAX, &body, &blen, &used),
-               CB_FRAME_FATAL, "4 GiB length is fatal before any allocation");
+    TAP_EQ_INT(cb_frame_extract(huge, 4, CB_RUNNER_FRAME_MAX, &body, &blen, &used), CB_FRAME_FATAL,
+               "4 GiB length is fatal before any allocation");
 
     json_t *o = json_pack("{s:s, s:s}", "type", "execute", "code", "print('\xc3\xa9')");
     uint8_t *enc;
@@ -115,7 +115,8 @@ static void s_table(void) {
                        "\"transient\":{\"display_id\":\"d\"}}",
                        &f),
                0, "display");
-    TAP_OK(f.type == CB_RF_DISPLAY && f.seq == 3 && cb_rframe_needs_ack(f.type), "display: seq, ack");
+    TAP_OK(f.type == CB_RF_DISPLAY && f.seq == 3 && cb_rframe_needs_ack(f.type),
+           "display: seq, ack");
     TAP_OK(json_object_get(f.u.bundle.metadata, "cellblock") == NULL &&
                json_object_get(f.u.bundle.metadata, "k") != NULL,
            "the runner's 'cellblock' metadata is removed, the rest kept");
@@ -130,7 +131,8 @@ static void s_table(void) {
                        "\"metadata\":[]}",
                        &f),
                -1, "metadata that is not an object refused");
-    TAP_EQ_INT(s_parse("{\"type\":\"clear_output\",\"seq\":1,\"wait\":true}", &f), 0, "clear_output");
+    TAP_EQ_INT(s_parse("{\"type\":\"clear_output\",\"seq\":1,\"wait\":true}", &f), 0,
+               "clear_output");
     TAP_OK(f.u.clear.wait == 1, "clear_output wait");
     cb_rframe_clear(&f);
     TAP_EQ_INT(s_parse("{\"type\":\"error\",\"seq\":1,\"ename\":\"E\",\"evalue\":\"v\","
@@ -175,8 +177,9 @@ static void s_table(void) {
     /* metadata is bounded on its own */
     size_t mlen = CB_FRAME_META_MAX + 256;
     char *meta = malloc(mlen + 128);
-    int m = snprintf(meta, mlen + 128, "{\"type\":\"display\",\"seq\":1,\"data\":{\"a/b\":1},"
-                                       "\"metadata\":{\"k\":\"");
+    int m = snprintf(meta, mlen + 128,
+                     "{\"type\":\"display\",\"seq\":1,\"data\":{\"a/b\":1},"
+                     "\"metadata\":{\"k\":\"");
     memset(meta + m, 'y', CB_FRAME_META_MAX);
     m += CB_FRAME_META_MAX;
     m += snprintf(meta + m, mlen + 128 - (size_t) m, "\"}}");

@@ -18,8 +18,11 @@ static int s_launcher(const char *name, const char *value, char *err, size_t n) 
     snprintf(flag, sizeof flag, "--%s", name);
     const char *av[] = {"x", flag, value, "--python", "/usr/bin/python3", "--runner", "/r/r.py"};
     cb_options_t o;
-    int rc = cb_options_parse(value ? 7 : 6, value ? (char **) av : (char *[]){"x", flag,
-                              "--python", "/usr/bin/python3", "--runner", "/r/r.py"}, &o, err, n);
+    int rc = cb_options_parse(
+        value ? 7 : 6,
+        value ? (char **) av
+              : (char *[]){"x", flag, "--python", "/usr/bin/python3", "--runner", "/r/r.py"},
+        &o, err, n);
     cb_options_fini(&o);
     return rc;
 }
@@ -61,7 +64,8 @@ int main(void) {
             s_num(v, sizeof v, f, ok[k]);
             if (launcher)
                 TAP_EQ_INT(s_launcher(f->name, v, err, sizeof err), 0, "launcher accepts bound");
-            if (launcher || kernel) TAP_OK(s_kernel(f->name, v) == 0, "kernel accepts --%s %s", f->name, v);
+            if (launcher || kernel)
+                TAP_OK(s_kernel(f->name, v) == 0, "kernel accepts --%s %s", f->name, v);
             s_num(v, sizeof v, f, bad[k]);
             if (launcher) {
                 int rc = s_launcher(f->name, v, err, sizeof err);
@@ -85,13 +89,14 @@ int main(void) {
            "a traitlets option is ignored, not fatal");
     TAP_OK(s_kernel("bogus", "1") == -1, "an unknown option is refused");
 
-    const char *la[] = {"x",         "--sandbox=none", "--memory", "256",     "--pids=10",
-                        "--cpus",    "0.5",            "--ro-bind", "/d:/mnt/d", "--require-limits",
-                        "--python",  "/usr/bin/python3", "--runner", "/r/runner.py"};
+    const char *la[] = {"x",         "--sandbox=none",   "--memory", "256",
+                        "--pids=10", "--cpus",           "0.5",      "--ro-bind",
+                        "/d:/mnt/d", "--require-limits", "--python", "/usr/bin/python3",
+                        "--runner",  "/r/runner.py"};
     cb_options_t o;
     TAP_EQ_INT(cb_options_parse(14, (char **) la, &o, err, sizeof err), 0, "launcher: many flags");
-    TAP_OK(o.sandbox == CB_SANDBOX_NONE && o.memory_mb == 256 && o.pids == 10 &&
-               o.cpus > 0.49 && o.cpus < 0.51 && o.require_limits,
+    TAP_OK(o.sandbox == CB_SANDBOX_NONE && o.memory_mb == 256 && o.pids == 10 && o.cpus > 0.49 &&
+               o.cpus < 0.51 && o.require_limits,
            "launcher: values");
     TAP_EQ_STR(o.ro_binds[0].host, "/d", "ro-bind host side");
     TAP_EQ_STR(o.ro_binds[0].sandbox, "/mnt/d", "ro-bind sandbox side");
@@ -102,8 +107,10 @@ int main(void) {
     cb_options_fini(&o);
 
     /* kernel -> launcher: canonical forms the launcher parses back to the same values */
-    const char *ka[] = {"k", "-f", "/c.json", "--memory", "2g", "--cpus", "0.25", "--ro-bind",
-                        "/a:/b", "--ro-bind", "/c:/d", "--require-limits", "--timeout", "5"};
+    const char *ka[] = {"k",         "-f",        "/c.json", "--memory",
+                        "2g",        "--cpus",    "0.25",    "--ro-bind",
+                        "/a:/b",     "--ro-bind", "/c:/d",   "--require-limits",
+                        "--timeout", "5"};
     cb_opts_t *ko = calloc(1, sizeof *ko);
     TAP_EQ_INT(cb_opts_parse(14, (char **) ka, ko, "test", NULL, NULL), CB_OPTS_RUN,
                "kernel: many flags");

@@ -57,10 +57,12 @@ static void on_end(void *ud, const cb_req_end_t *e) {
     snprintf(g.end_msg, sizeof g.end_msg, "%s", e->message ? e->message : "");
 }
 static void on_gone(void *ud, const char *m) { (void) ud, (void) m, g.gone++; }
-static void on_notice(void *ud, const char *t, bool late) { (void) ud, (void) t, (void) late, g.notices++; }
+static void on_notice(void *ud, const char *t, bool late) {
+    (void) ud, (void) t, (void) late, g.notices++;
+}
 
-static const cb_session_cbs_t cbs = {on_ready, on_stream, on_frame, NULL, on_end, on_gone,
-                                     on_notice};
+static const cb_session_cbs_t cbs = {on_ready, on_stream, on_frame, NULL,
+                                     on_end,   on_gone,   on_notice};
 
 /* ---- the runner's side ------------------------------------------------------------- */
 
@@ -154,8 +156,8 @@ int main(void) {
     zsys_set_logstream(NULL);
     signal(SIGPIPE, SIG_IGN);
     zloop_t *loop = zloop_new();
-    cb_session_cfg_t cfg = {"/nonexistent", "/usr/bin/python3", "/nonexistent", NULL, 0, 64,
-                            1 << 20, NULL, NULL};
+    cb_session_cfg_t cfg = {
+        "/nonexistent", "/usr/bin/python3", "/nonexistent", NULL, 0, 64, 1 << 20, NULL, NULL};
     char buf[512];
 
     /* 1. hello, an execute with its frames, done */
@@ -163,13 +165,13 @@ int main(void) {
     s_hello(loop);
     TAP_EQ_INT(g.ready, 1, "hello accepted");
     TAP_EQ_STR(cb_session_python_version(s), "3.11.2", "python_version from hello");
-    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s, s:s}", "type", "execute",
-                                                               "code", "1")),
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE,
+                                  json_pack("{s:s, s:s}", "type", "execute", "code", "1")),
                0, "execute accepted");
     json_int_t seq = s_take_request("execute");
     if (write(g_out, "printed\n", 8) != 8) perror("write");
-    snprintf(buf, sizeof buf,
-             "{\"type\":\"display\",\"seq\":%lld,\"data\":{\"text/plain\":\"d\"}}", (long long) seq);
+    snprintf(buf, sizeof buf, "{\"type\":\"display\",\"seq\":%lld,\"data\":{\"text/plain\":\"d\"}}",
+             (long long) seq);
     s_write_frame(buf);
     s_run(loop, c_frame, 2000);
     TAP_OK(g.frames == 1 && g.last_type == CB_RF_DISPLAY && !g.last_late,
@@ -189,7 +191,8 @@ int main(void) {
     s_write_frame("{\"type\":\"teleport\",\"seq\":1}");
     s_run(loop, c_end, 200);
     TAP_EQ_INT(g.ends, 0, "a done without seq, garbage and unknown types are dropped");
-    snprintf(buf, sizeof buf, "{\"type\":\"done\",\"seq\":%lld,\"status\":\"ok\"}", (long long) seq);
+    snprintf(buf, sizeof buf, "{\"type\":\"done\",\"seq\":%lld,\"status\":\"ok\"}",
+             (long long) seq);
     s_write_frame(buf);
     s_run(loop, c_end, 2000);
     TAP_OK(g.ends == 1 && g.end_had_frame && g.end_ename[0] == '\0',
@@ -219,7 +222,8 @@ int main(void) {
     json_decref(s_read_frame(500));
 
     /* 3. the cell's output budget covers frames too */
-    snprintf(buf, sizeof buf, "{\"type\":\"done\",\"seq\":%lld,\"status\":\"ok\"}", (long long) seq);
+    snprintf(buf, sizeof buf, "{\"type\":\"done\",\"seq\":%lld,\"status\":\"ok\"}",
+             (long long) seq);
     s_write_frame(buf);
     s_run(loop, c_end, 2000);
     cfg.cell_output_max = 300;
@@ -253,8 +257,7 @@ int main(void) {
     }
     TAP_OK(g.ends == 1 && strcmp(g.end_ename, "SandboxError") == 0,
            "the request in flight ends when the sandbox dies (%s)", g.end_ename);
-    TAP_OK(strstr(g.end_msg, "exited with code 3") != NULL, "... naming the cause (%s)",
-           g.end_msg);
+    TAP_OK(strstr(g.end_msg, "exited with code 3") != NULL, "... naming the cause (%s)", g.end_msg);
     g_child = -1;
     s_end(&s);
 
