@@ -128,7 +128,7 @@ esac
 out=$(printf 'print("CELL" + "_RAN")\n' | run_cell "--user 0:0 --security-opt seccomp=$SECCOMP --security-opt unmask=/proc/*")
 case "$out" in
 *CELL_RAN*) bad "ran as container root with the default capabilities (expected EPERM): $out";;
-*"not permitted"*|*EPERM*) ok "as root with the default capabilities: fails closed (namespaces need CAP_SYS_ADMIN without a user namespace)";;
+*"not permitted"*|*EPERM*) ok "as root with the default capabilities: fails closed (a root kernel maps each sandbox to a host id of its own, which needs CAP_SYS_ADMIN)";;
 *) bad "as root: unexpected: $out";;
 esac
 
