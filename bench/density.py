@@ -29,6 +29,7 @@ import datetime
 import os
 import platform
 import resource
+import signal
 import socket
 import json
 import statistics
@@ -55,6 +56,7 @@ FDS_PER_KERNEL = 16      # sockets + their mailboxes + log files, with margin
 SECTION_BEGIN = "<!-- density:begin -->"
 SECTION_END = "<!-- density:end -->"
 MIB = 1024.0
+TEARDOWN_S = 60.0        # every kernel's whole tree to exit after shutdown_request
 PORT_SPAN = 12000        # kernel ports are taken from [ephemeral start - PORT_SPAN, ephemeral start)
 
 
@@ -134,6 +136,42 @@ def kernel_ports(n):
             s.close()
 
 
+def teardown(kernels):
+    """Graceful: shutdown_request to every kernel, then wait until each whole tree is
+    gone, so every launcher finishes its own teardown (a launcher killed half-way
+    through a cgroup v1 freeze would leave its sandbox frozen).  Only what is still
+    there after TEARDOWN_S is killed by pid; returns how many were."""
+    for k in kernels:
+        k.remember_tree()
+        if k.socks and k.alive():
+            try:
+                k.send("control", "shutdown_request", {"restart": False})
+            except zmq.ZMQError:
+                pass
+    deadline = now() + TEARDOWN_S
+    pids = set()
+    for k in kernels:
+        pids |= k.known_pids
+    while now() < deadline and any(os.path.exists("/proc/%d" % p) for p in pids):
+        for k in kernels:
+            if k.proc is not None:
+                k.proc.poll()       # reap the kernels we started
+        time.sleep(0.05)
+    left = [p for p in pids if os.path.exists("/proc/%d" % p)]
+    for p in left:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    for k in kernels:   # sockets, connection file, bookkeeping; no pid is signalled again
+        k.known_pids = set()
+        k.pid = None if k.proc is None or k.proc.poll() is not None else k.pid
+        k.kill()
+    if left:
+        log("teardown: %d processes still there after %.0f s were killed" % (len(left), TEARDOWN_S))
+    return len(left)
+
+
 def launch(label, spec, ports):
     argv, mode = spec
     k = Kernel(label, argv, mode)
@@ -201,8 +239,7 @@ def idle_set(label, spec, n):
             "idle_cpu_pct": 100.0 * (c1 - c0) / hz / IDLE_CPU_S,
         }
     finally:
-        for k in kernels:
-            k.shutdown(graceful=False)
+        teardown(kernels)
 
 
 def burst(label, spec, n):
@@ -235,8 +272,7 @@ def burst(label, spec, n):
             "ok": sum(1 for _, r in reqs if r.status == "ok"),
         }
     finally:
-        for k in kernels:
-            k.shutdown(graceful=False)
+        teardown(kernels)
 
 
 def fmt_mib(kib):
