@@ -172,6 +172,18 @@ install: all
 	install -d $(DESTDIR)$(PYTHON_SITE)/cellblock
 	install -m 644 client/cellblock/*.py $(DESTDIR)$(PYTHON_SITE)/cellblock/
 
+# Deployment paths (container image, podman kube play, JupyterHub, Node.js
+# agent), as their users run them; needs root and minutes: not part of `make test`.
+.PHONY: deploy-check bench-density
+deploy-check: all
+	TEST_PYTHON=$(TEST_PYTHON) CELLBLOCK_BUILD=$(abspath $(BUILD)) sh deploy/check.sh
+
+# N idle kernels (PSS, responsiveness) and kernels started at once, beside
+# ipykernel; writes the density section of bench/RESULTS.md.  200 ipykernels
+# take ~11 GiB: once measured they are kept (build/density.json, --keep).
+bench-density: all
+	$(TEST_PYTHON) bench/density.py --keep --write bench/RESULTS.md
+
 indent:
 	clang-format -i $(wildcard */*.c */*.h tests/unit/*.c tests/unit/*.h)
 

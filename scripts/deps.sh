@@ -7,7 +7,7 @@ PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libsodiu
 libseccomp-dev libc-ares-dev python3-jupyter-client python3-ipykernel python3-jupyter-kernel-test
 python3-pytest python3-numpy python3-pandas python3-matplotlib python3-nbclient python3-tqdm
 jupyter-console python3-notebook python3-nbconvert tmux procps iproute2
-chromium fonts-dejavu-core python3-pip openssl curl"
+chromium fonts-dejavu-core python3-pip openssl curl python3-jupyter-server"
 # (node + npm for tests/frontends come from the machine's Node 20; see tests/frontends/setup.sh)
 missing=""
 for p in $PKGS; do
