@@ -21,6 +21,7 @@
 #include "kernel/session_priv.h"
 
 #include "artifacts/artifacts.h"
+#include "isolate/limits.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
 #include "launcher/flags.h"
