@@ -147,7 +147,7 @@ pytest: all frontend-deps
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	$(TEST_PYTHON) -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
 
-test: unit pytest
+test: unit fuzz-smoke pytest
 
 demo: all
 	$(TEST_PYTHON) examples/demo.py
