@@ -280,7 +280,10 @@ static int64_t s_next_deadline(cb_session_t *s) {
     if (s->state == S_STARTING) S_MIN(s->proc.started_ms + CB_RUNNER_HELLO_TIMEOUT_MS);
     if (s->state == S_DYING) S_MIN(s->proc.started_ms > 0 ? s->timer_at : 0);
     if (s->ack_pending && s->in_len > 0) S_MIN(s->ack_check_ms);
-    if (!s->paused && s->in_len > 0) S_MIN(now + cb_bucket_wait_ms(&s->frames, now));
+    /* while an ack is unread, ack_check_ms (with its back-off) is the next look:
+     * a ready frame bucket would otherwise fire a 0 ms timer over and over */
+    if (!s->paused && s->in_len > 0 && !s->ack_pending)
+        S_MIN(now + cb_bucket_wait_ms(&s->frames, now));
     if (!s->paused && !cb_bucket_ready(&s->bytes, now))
         S_MIN(now + cb_bucket_wait_ms(&s->bytes, now));
 #undef S_MIN
