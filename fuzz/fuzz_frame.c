@@ -16,7 +16,8 @@
  * limit of its type (size, values, depth, metadata and transient sizes), its
  * typed fields are what its table row promises (and are readable: ASan
  * watches), and the runner's "cellblock" metadata key is gone; a refused one
- * has a reason and holds nothing; an accepted frame encoded again (when no
+ * has a reason, holds nothing and names a known type or none (the kernel
+ * acks a refused ordered frame by it); an accepted frame encoded again (when no
  * longer than it came) is accepted again as the same frame.
  */
 #include "common.h"
@@ -199,6 +200,14 @@ static void s_stream(const uint8_t *buf, size_t len) {
         } else {
             FZ_CHECK(memchr(why, '\0', sizeof why) != NULL && why[0] != '\0', "a reason");
             FZ_CHECK(f.root == NULL, "a refused frame holds nothing");
+            FZ_CHECK(f.type <= CB_RF_COUNT, "a refused frame names a known type or none");
+            if (f.type < CB_RF_COUNT) { /* the type it names is the frame's own */
+                json_t *v = json_loadb((const char *) body, blen, JSON_REJECT_DUPLICATES, NULL);
+                const char *t = json_string_value(json_object_get(v, "type"));
+                FZ_CHECK(v == NULL || t == NULL || strcmp(t, cb_rframe_name(f.type)) == 0,
+                         "refused as a '%s', names '%s'", cb_rframe_name(f.type), t);
+                json_decref(v);
+            }
         }
         off += used;
     }
