@@ -9,6 +9,7 @@
  */
 #include "kernel/launch.h"
 
+#include "isolate/cgroup.h"
 #include "isolate/limits.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
@@ -252,6 +253,9 @@ bool cb_launch_reap(cb_launch_t *l) {
         if (WIFEXITED(status)) l->exit_code = WEXITSTATUS(status);
         if (WIFSIGNALED(status)) l->exit_signal = WTERMSIG(status);
     }
+    /* a launcher that was killed could not remove its cgroup: do it for it */
+    if (WIFSIGNALED(status) && cb_cgroup_cleanup_launcher(l->pid) < 0)
+        LOG_W("the cgroup of launcher %d could not be removed", (int) l->pid);
     return true;
 }
 
