@@ -101,6 +101,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     cb_wire_ctx_init(&k->wire, k->auth);
     k->queue = calloc(CB_SHELL_QUEUE_MAX, sizeof *k->queue);
     k->history = cb_history_new();
+    k->comms = cb_comms_new();
     k->loop = zloop_new();
     snprintf(k->launcher_path, sizeof k->launcher_path, "/nonexistent/cellblock-launcher");
     snprintf(k->runner_path, sizeof k->runner_path, "/nonexistent/runner.py");
@@ -114,7 +115,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         .cell_output_max = (uint64_t) g_opts.c.max_output_mb << 20,
     };
     k->session = cb_session_new(&k->scfg, &cb_relay_callbacks, k, k->loop);
-    if (!k->auth || !g_predict || !k->queue || !k->history || !k->loop || !k->session) abort();
+    if (!k->auth || !g_predict || !k->queue || !k->history || !k->comms || !k->loop ||
+        !k->session)
+        abort();
     k->sock[CB_CH_SHELL] = s_bind(ZMQ_ROUTER, "inproc://fz-shell");
     k->sock[CB_CH_CONTROL] = s_bind(ZMQ_ROUTER, "inproc://fz-control");
     k->sock[CB_CH_STDIN] = s_bind(ZMQ_ROUTER, "inproc://fz-stdin");
@@ -210,13 +213,15 @@ static void s_serve_control(cb_kernel_t *k) {
 }
 
 /* Every input starts from the same kernel state: a fresh session (whose
- * first starts fail again), history and parents. */
+ * first starts fail again), history, comms and parents. */
 static void s_reset(cb_kernel_t *k) {
     cb_session_destroy(&k->session);
     k->session = cb_session_new(&k->scfg, &cb_relay_callbacks, k, k->loop);
     cb_history_destroy(&k->history);
     k->history = cb_history_new();
-    FZ_CHECK(k->session && k->history, "a fresh session and history");
+    cb_comms_destroy(&k->comms);
+    k->comms = cb_comms_new();
+    FZ_CHECK(k->session && k->history && k->comms, "a fresh session, history and comms");
     k->exec_count = 0;
     json_decref(k->last_parent);
     k->last_parent = NULL;

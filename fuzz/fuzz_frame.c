@@ -136,6 +136,20 @@ static void s_check_frame(const cb_rframe_t *f, const uint8_t *body, size_t len)
         FZ_CHECK(!f->u.is_complete.indent || strlen(f->u.is_complete.indent) <= len, "indent");
         break;
     case CB_RF_BAD_REQUEST: FZ_CHECK(strlen(f->u.bad.error) <= len, "error"); break;
+    case CB_RF_COMM_OPEN:
+    case CB_RF_COMM_MSG:
+    case CB_RF_COMM_CLOSE: {
+        size_t idl = strlen(f->u.comm.comm_id);
+        FZ_CHECK(idl > 0 && idl <= CB_COMM_ID_MAX, "comm_id of %zu bytes", idl);
+        FZ_CHECK(f->type != CB_RF_COMM_OPEN || f->u.comm.target_name != NULL, "open has a target");
+        FZ_CHECK(!f->u.comm.data || json_is_object(f->u.comm.data), "comm data");
+        FZ_CHECK(!f->u.comm.metadata || json_is_object(f->u.comm.metadata), "comm metadata");
+        FZ_CHECK(!f->u.comm.buffers || (s_all_strings(f->u.comm.buffers) &&
+                                        json_array_size(f->u.comm.buffers) <= CB_WIRE_MAX_BUFFERS),
+                 "comm buffers");
+        FZ_CHECK(cb_rframe_needs_ack(f->type), "comm traffic is ordered");
+        break;
+    }
     default: break;
     }
 }

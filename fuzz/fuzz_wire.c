@@ -16,7 +16,7 @@
  *              So the JSON and shape checks are reached.  Properties: the
  *              signature is never the reason a message is dropped; a
  *              parsed message has four objects and a non-empty msg_type;
- *              identities and buffers are counted right; a message that
+ *              identities and buffers are counted and copied exactly; a message that
  *              passed the signature is a replay the second time.
  *   2 keyless  the parts are the frames and the key is empty (signing off,
  *              as the spec allows): everything reaches JSON.
@@ -88,7 +88,8 @@ static int s_parse(cb_auth_t *auth, zmsg_t *z, cb_msg_t *m) {
     FZ_CHECK(cb_wire_strerror(-rc) != NULL, "a reason for every result");
     if (rc == 0 || rc == -CB_WIRE_EDEPTH) s_check_parsed(rc, m);
     if (rc != 0 && rc != -CB_WIRE_EDEPTH)
-        FZ_CHECK(m->header == NULL && m->content == NULL && m->idents == NULL,
+        FZ_CHECK(m->header == NULL && m->content == NULL && m->idents == NULL &&
+                     m->buffers == NULL,
                  "a refused message is zeroed");
     return rc;
 }
@@ -155,6 +156,11 @@ static void s_signed(const fz_part_t *parts, size_t n, unsigned n_id) {
             FZ_CHECK(zframe_size(m.idents[i]) == parts[i].n &&
                          memcmp(zframe_data(m.idents[i]), parts[i].p, parts[i].n) == 0,
                      "identity %zu copied exactly", i);
+        for (size_t i = 0; i < n_buf; i++)
+            FZ_CHECK(m.buffers && zframe_size(m.buffers[i]) == parts[first_buf + i].n &&
+                         memcmp(zframe_data(m.buffers[i]), parts[first_buf + i].p,
+                                parts[first_buf + i].n) == 0,
+                     "buffer %zu copied exactly", i);
     }
     cb_msg_clear(&m);
     if (!s_pre_signature(rc)) {

@@ -96,6 +96,11 @@ def frame():
          "metadata": {}},
         {"type": "is_complete_reply", "seq": 5, "status": "incomplete", "indent": "    "},
         {"type": "bad_request", "error": "cannot read"},
+        {"type": "comm_open", "seq": 6, "comm_id": "c1", "target_name": "jupyter.widget",
+         "target_module": "m", "data": {"state": {}}, "metadata": {}, "buffers": ["AAE="]},
+        {"type": "comm_msg", "seq": 6, "comm_id": "c1", "data": {"method": "update"}},
+        {"type": "comm_close", "seq": 6, "comm_id": "c1", "data": {}},
+        {"type": "comm_done", "seq": 6},
     ]
     for f in frames:
         yield "framed-" + f["type"], b"\x01" + j(f)
