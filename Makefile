@@ -261,3 +261,11 @@ fuzz-merge: $(FUZZ_BINS)
 	@sh fuzz/run.sh merge 0 $(FUZZ_BUILD) $(FUZZ_TARGETS)
 
 -include $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.d) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%.d)
+
+# ---- bench: the kernel under a hostile runner (issue 10) -------------------
+# RSS and CPU of the kernel process during an output flood, an amplification
+# and an ack flood, beside the stock ipykernel's; `make bench` runs it too.
+.PHONY: bench-hostile
+bench: bench-hostile
+bench-hostile: all
+	$(TEST_PYTHON) bench/hostile.py
