@@ -61,8 +61,8 @@ static void on_notice(void *ud, const char *t, bool late) {
     (void) ud, (void) t, (void) late, g.notices++;
 }
 
-static const cb_session_cbs_t cbs = {on_ready, on_stream, on_frame, NULL,
-                                     on_end,   on_gone,   on_notice};
+static const cb_session_cbs_t cbs = {on_ready, on_stream, on_frame,  NULL,
+                                     on_end,   on_gone,   on_notice, NULL};
 
 /* ---- the runner's side ------------------------------------------------------------- */
 
