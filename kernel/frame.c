@@ -316,6 +316,13 @@ static int s_check(cb_rframe_t *f, char *why, size_t why_len) {
     }
 }
 
+/* t[j..]: past JSON whitespace. */
+static size_t s_skip_ws(const char *t, size_t len, size_t j) {
+    while (j < len && (t[j] == ' ' || t[j] == '\t' || t[j] == '\r' || t[j] == '\n'))
+        j++;
+    return j;
+}
+
 /* The row named by a frame too complex to parse, from a plain top-level
  * "type": "<name>" member found by the same scan as cb_json_measure's
  * (escaped names are not looked at): CB_RF_COUNT when there is none.  Only
@@ -332,21 +339,16 @@ static size_t s_peek_type(const char *t, size_t len) {
             if (d > 0) d--;
         } else if (c == '"') {
             if (d == 1 && t[0] == '{' && len - i > klen && memcmp(t + i, key, klen) == 0) {
-                size_t j = i + klen;
-                while (j < len && strchr(" \t\r\n", t[j]) && t[j]) j++;
-                if (j < len && t[j] == ':') {
-                    for (j++; j < len && strchr(" \t\r\n", t[j]) && t[j]; j++) {
-                    }
-                    const char *name = t + j + 1, *end = j < len && t[j] == '"'
-                                                              ? memchr(name, '"', len - j - 1)
-                                                              : NULL;
-                    for (size_t r = 0; end && r < CB_RF_COUNT; r++)
-                        if ((size_t) (end - name) == strlen(s_rows[r].name) &&
-                            memcmp(name, s_rows[r].name, (size_t) (end - name)) == 0)
-                            return r;
-                }
+                size_t j = s_skip_ws(t, len, i + klen);
+                j = j < len && t[j] == ':' ? s_skip_ws(t, len, j + 1) : len;
+                const char *name = j < len && t[j] == '"' ? t + j + 1 : NULL;
+                const char *end = name ? memchr(name, '"', len - j - 1) : NULL;
+                for (size_t r = 0; end && r < CB_RF_COUNT; r++)
+                    if ((size_t) (end - name) == strlen(s_rows[r].name) &&
+                        memcmp(name, s_rows[r].name, (size_t) (end - name)) == 0)
+                        return r;
             }
-            for (i++; i < len && t[i] != '"'; i++) /* skip the string */
+            for (i++; i < len && t[i] != '"'; i++) /* past the string */
                 if (t[i] == '\\') i++;
         }
     }
