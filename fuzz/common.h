@@ -52,7 +52,7 @@ static inline size_t fz_split(const uint8_t *d, size_t n, fz_part_t *parts, size
 #define FZ_CHECK(cond, ...)                                                                        \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz: %s:%d: property broken: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, "fuzz: %s:%d: property broken: %s: ", __FILE__, __LINE__, #cond);      \
             fprintf(stderr, __VA_ARGS__);                                                          \
             fputc('\n', stderr);                                                                   \
             abort();                                                                               \

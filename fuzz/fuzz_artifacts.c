@@ -75,7 +75,10 @@ static int s_open_beneath(int dirfd, const char *path, int flags) {
 }
 
 static int s_write_file(int dirfd, const char *name, const void *data, size_t len, int flags) {
-    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | flags, 0644);
+    /* O_NONBLOCK: a FIFO an earlier entry made under this name fails (ENXIO)
+     * instead of blocking the harness */
+    int fd =
+        openat(dirfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | flags, 0644);
     if (fd < 0) return -1;
     ssize_t w = len ? write(fd, data, len) : 0;
     close(fd);
@@ -136,9 +139,9 @@ static int s_parent(int rootfd, const char *path, bool create, const char **base
 /* ---- the tree ---------------------------------------------------------------------------- */
 
 typedef struct {
-    unsigned kind;        /* 0..7, see the top */
+    unsigned kind; /* 0..7, see the top */
     char path[FZ_NAME_MAX];
-    const uint8_t *data;  /* borrowed from the input */
+    const uint8_t *data; /* borrowed from the input */
     size_t len;
 } s_entry_t;
 
@@ -247,7 +250,8 @@ static size_t s_check_bundles(int rootfd, const json_t *bundles, const json_t *s
         crypto_hash_sha256(d, buf, len);
         sodium_bin2hex(hex, sizeof hex, d, sizeof d);
         FZ_CHECK(strcmp(hex, sha) == 0, "%s: sha256 of the bytes sent", path);
-        FZ_CHECK(memcmp(d, g_secret_sha, sizeof d) != 0 && memcmp(d, g_secret_png_sha, sizeof d) != 0,
+        FZ_CHECK(memcmp(d, g_secret_sha, sizeof d) != 0 &&
+                     memcmp(d, g_secret_png_sha, sizeof d) != 0,
                  "%s: the outside secret", path);
         free(buf);
     }
@@ -308,8 +312,7 @@ static void s_out_write(cb_outdir_t *o, int outfd, const char *rel, const uint8_
     struct stat st;
     uint8_t *buf = s_slurp(outfd, used, &got, &st);
     FZ_CHECK(buf != NULL, "'%s' (for '%s') is not a file beneath out/ without links", used, rel);
-    FZ_CHECK(got == len && (len == 0 || memcmp(buf, data, len) == 0), "'%s' holds the bytes",
-             used);
+    FZ_CHECK(got == len && (len == 0 || memcmp(buf, data, len) == 0), "'%s' holds the bytes", used);
     free(buf);
 }
 
@@ -362,7 +365,7 @@ static void s_limits(uint8_t mode, cb_artifacts_limits_t *lim) {
     lim->binary = (mode & 2u) != 0;
     unsigned l = mode >> 3;
     lim->max_files = 1 + (l & 3u) * 3;        /* 1, 4, 7, 10 */
-    lim->max_depth = (l >> 2) & 3u;            /* 0..3 */
+    lim->max_depth = (l >> 2) & 3u;           /* 0..3 */
     lim->max_entries = (l & 16u) ? 8 : 10000; /* the scan limit, or plenty */
     lim->max_file_bytes = 1024;
     lim->max_cell_bytes = 2048;

@@ -115,8 +115,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         .cell_output_max = (uint64_t) g_opts.c.max_output_mb << 20,
     };
     k->session = cb_session_new(&k->scfg, &cb_relay_callbacks, k, k->loop);
-    if (!k->auth || !g_predict || !k->queue || !k->history || !k->comms || !k->loop ||
-        !k->session)
+    if (!k->auth || !g_predict || !k->queue || !k->history || !k->comms || !k->loop || !k->session)
         abort();
     k->sock[CB_CH_SHELL] = s_bind(ZMQ_ROUTER, "inproc://fz-shell");
     k->sock[CB_CH_CONTROL] = s_bind(ZMQ_ROUTER, "inproc://fz-control");

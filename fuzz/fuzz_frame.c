@@ -89,9 +89,7 @@ static void s_check_frame(const cb_rframe_t *f, const uint8_t *body, size_t len)
     FZ_CHECK(!f->has_seq || json_is_integer(json_object_get(f->root, "seq")), "seq");
     FZ_CHECK(cb_rframe_when(f->type) != 0, "accepted at some time");
     switch (f->type) {
-    case CB_RF_HELLO:
-        FZ_CHECK(len <= CB_FRAME_SMALL_MAX, "hello is small");
-        break;
+    case CB_RF_HELLO: FZ_CHECK(len <= CB_FRAME_SMALL_MAX, "hello is small"); break;
     case CB_RF_DISPLAY:
     case CB_RF_UPDATE_DISPLAY:
     case CB_RF_EXECUTE_RESULT: {
@@ -107,9 +105,7 @@ static void s_check_frame(const cb_rframe_t *f, const uint8_t *body, size_t len)
         FZ_CHECK(f->has_seq && cb_rframe_needs_ack(f->type), "ordered and numbered");
         break;
     }
-    case CB_RF_CLEAR_OUTPUT:
-        FZ_CHECK(len <= CB_FRAME_SMALL_MAX, "clear_output is small");
-        break;
+    case CB_RF_CLEAR_OUTPUT: FZ_CHECK(len <= CB_FRAME_SMALL_MAX, "clear_output is small"); break;
     case CB_RF_ERROR:
         FZ_CHECK(strlen(f->u.error.ename) + strlen(f->u.error.evalue) <= len, "error strings");
         FZ_CHECK(s_all_strings(f->u.error.traceback), "traceback of strings");

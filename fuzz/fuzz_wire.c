@@ -88,8 +88,7 @@ static int s_parse(cb_auth_t *auth, zmsg_t *z, cb_msg_t *m) {
     FZ_CHECK(cb_wire_strerror(-rc) != NULL, "a reason for every result");
     if (rc == 0 || rc == -CB_WIRE_EDEPTH) s_check_parsed(rc, m);
     if (rc != 0 && rc != -CB_WIRE_EDEPTH)
-        FZ_CHECK(m->header == NULL && m->content == NULL && m->idents == NULL &&
-                     m->buffers == NULL,
+        FZ_CHECK(m->header == NULL && m->content == NULL && m->idents == NULL && m->buffers == NULL,
                  "a refused message is zeroed");
     return rc;
 }
@@ -102,7 +101,8 @@ static void s_raw(const fz_part_t *parts, size_t n, bool keyless) {
                               : cb_auth_new((const uint8_t *) FZ_KEY, strlen(FZ_KEY), FZ_HISTORY);
     cb_msg_t m;
     int rc = s_parse(auth, z, &m);
-    if (!keyless) FZ_CHECK(s_pre_signature(rc), "an unsigned message got past the signature (%d)", rc);
+    if (!keyless)
+        FZ_CHECK(s_pre_signature(rc), "an unsigned message got past the signature (%d)", rc);
     if (rc == 0) {
         size_t delim = 0;
         while (!s_is_delim(&parts[delim]))
