@@ -192,7 +192,10 @@ static const struct {
                                  true, s_is_complete},
     [CB_RF_BAD_REQUEST] = {"bad_request", CB_FRAME_SMALL_MAX, false,
                            CB_WHEN_EXECUTE | CB_WHEN_ASSIST, false, s_bad},
-    [CB_RF_STARTED] = {"started", CB_FRAME_SMALL_MAX, false, CB_WHEN_RUNNING, true, s_none},
+    /* acked: output the runner prints after it cannot reach the pipes before
+     * the kernel has taken it (else a drain could count it as the previous
+     * request's) */
+    [CB_RF_STARTED] = {"started", CB_FRAME_SMALL_MAX, true, CB_WHEN_RUNNING, true, s_none},
     /* comm traffic of widgets: ordered like displays (an Output widget's
      * capture must keep its place among the stream output) */
     [CB_RF_COMM_OPEN] = {"comm_open", CB_RUNNER_FRAME_MAX, true, CB_WHEN_RUNNING, true, s_comm},

@@ -14,6 +14,7 @@
 #include "isolate/log.h"
 #include "isolate/util.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -244,8 +245,14 @@ void cb_launch_signal(cb_launch_t *l, int sig) {
 bool cb_launch_reap(cb_launch_t *l) {
     if (l->reaped) return true;
     if (l->pid <= 0) return false;
-    int status;
+    int status = 0;
     pid_t p = waitpid(l->pid, &status, WNOHANG);
+    if (p < 0 && errno == ECHILD) {
+        /* someone else reaped it: it is gone, how is unknown */
+        LOG_W("launcher %d was reaped elsewhere", (int) l->pid);
+        l->reaped = true;
+        return true;
+    }
     if (p != l->pid) return false;
     l->reaped = true;
     if (!l->exit_reported) {

@@ -148,7 +148,8 @@ def _die():
 # the runner waits for the kernel's {"type":"ack"}, sent once the kernel has
 # drained the pipes and published the frame: without it, output printed right
 # after a display could be drained (and published) before the display.
-_ACKED = frozenset(("display", "update_display", "execute_result", "clear_output", "error"))
+_ACKED = frozenset(("display", "update_display", "execute_result", "clear_output", "error",
+                    "started", "comm_open", "comm_msg", "comm_close"))
 
 
 def _wait_ack():
