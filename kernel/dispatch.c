@@ -162,7 +162,9 @@ static json_t *s_buffers_b64(const cb_msg_t *m) {
 }
 
 /* comm_open, comm_msg, comm_close from a frontend: handed to the sandbox,
- * whose handlers run widget code (busy/idle around it, no reply). */
+ * whose handlers run widget code (busy/idle around it, no reply).  `data`
+ * is any JSON value, as ipykernel takes it: matplotlib's nbagg figures send
+ * a JSON text (the wire codec has bounded its size and depth). */
 static void s_comm(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) ch;
     (void) abort;
@@ -173,8 +175,7 @@ static void s_comm(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     cb_server_status(k, m->header, "busy");
     if (json_unpack_ex(m->content, &e, 0, "{s:s, s?s, s?s, s?o}", "comm_id", &id, "target_name",
                        &target, "target_module", &module, "data", &data) < 0 ||
-        strlen(id) == 0 || strlen(id) > CB_COMM_ID_MAX || (open && target == NULL) ||
-        (data != NULL && !json_is_object(data))) {
+        strlen(id) == 0 || strlen(id) > CB_COMM_ID_MAX || (open && target == NULL)) {
         LOG_W("%s with a bad shape: dropped", m->msg_type);
         cb_server_status(k, m->header, "idle");
         return;

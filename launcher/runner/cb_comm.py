@@ -453,9 +453,9 @@ def _parent_message():
                                        "allow_stdin") if k in req}
         metadata, buffers = {}, []
     else:
-        content = {"comm_id": req.get("comm_id", ""), "data": req.get("data")}
-        if not isinstance(content["data"], dict):
-            content["data"] = {}
+        # data as the frontend sent it: a dict by the protocol, though
+        # matplotlib's nbagg sends a JSON text
+        content = {"comm_id": req.get("comm_id", ""), "data": req.get("data", {})}
         if kind == "comm_open":
             content["target_name"] = req.get("target_name", "")
             if "target_module" in req:

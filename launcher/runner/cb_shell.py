@@ -366,6 +366,8 @@ class KernelMagics(Magics):
 
 # ---------------------------------------------------------------- the shell
 
+_NO_LOOP_GUIS = (None, "inline", "nbagg", "webagg", "notebook", "ipympl", "widget")
+
 
 class ZMQInteractiveShell(InteractiveShell):
     """IPython's InteractiveShell with its output routed to the runner's frames.
@@ -418,7 +420,10 @@ class ZMQInteractiveShell(InteractiveShell):
         self.magics_manager.register_alias("ed", "edit")
 
     def enable_gui(self, gui=None):
-        if gui in (None, "inline"):
+        # what ipykernel's eventloops.loop_map runs without a loop: inline
+        # figures, and the ones drawn in the browser over comms
+        # (%matplotlib notebook / nbagg, webagg, ipympl's widget)
+        if gui in _NO_LOOP_GUIS:
             self.active_eventloop = gui
             return
         raise UsageError("Cannot enable the %r GUI event loop: the sandbox has no display; "

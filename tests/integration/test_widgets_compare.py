@@ -29,7 +29,7 @@ from .helpers import collect_iopub, get_reply
 
 pytestmark = [pytest.mark.cellblock_only, pytest.mark.timeout(300)]
 
-_UUID = re.compile(r"[0-9a-f]{32}")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
 _ID_LINE = re.compile(r"^ID (\w+)=(\S+)$", re.M)
 # tqdm's rates and times
 _RATE = re.compile(r"\d+(?:\.\d+)?(?=(?:it/s|s/it)\b)|\d\d:\d\d(?=[<\]&,])")
@@ -133,8 +133,8 @@ class Session:
                     continue
                 if t == "comm_open" and c.get("target_module") is None:
                     c.pop("target_module", None)
-                msgs.append([t, c, m["metadata"], [bytes(b).hex() for b in m["buffers"]]])
-            out.append({"messages": fix(msgs), "streams": fix(streams), "reply": fix(reply)})
+                msgs.append(fix([t, c, m["metadata"]]) + [[bytes(b).hex() for b in m["buffers"]]])
+            out.append({"messages": msgs, "streams": fix(streams), "reply": fix(reply)})
         return out
 
 
@@ -260,3 +260,36 @@ def test_custom_comms_like_ipykernel(pair):
     res = compare(pair, steps)
     assert res[1]["messages"][0][3] == ["020100", ""]
     assert res[2]["messages"][0][3] == ["78797a78797a"]
+
+
+def test_matplotlib_nbagg_like_ipykernel(pair):
+    """`%matplotlib notebook`: matplotlib's interactive figures are a comm
+    (ipykernel.comm.Comm) whose frontend side asks for redraws; the PNG
+    frames come back as binary buffers."""
+    def frontend(kind, **kw):
+        # (mpl.js sends its messages as JSON text: the comm's data is a string)
+        return ("comm", "comm_msg", {"comm_id": "%(fig)s",
+                                     "data": json.dumps(dict(kw, type=kind, figure_id=1))}, ())
+
+    steps = [
+        ("cell", "%matplotlib notebook\n"
+                 "import matplotlib.pyplot as plt\n"
+                 "fig, ax = plt.subplots(figsize=(2, 1.5), dpi=40)\n"
+                 "ax.plot([1, 3, 2])\n"
+                 "print('ID fig=' + list(fig.canvas.manager.web_sockets)[0].comm.comm_id)"),
+        frontend("supports_binary", value=True),
+        frontend("send_image_mode"),
+        frontend("refresh"),
+        frontend("draw"),
+        frontend("resize", width=120, height=90),
+        frontend("draw"),
+        ("info", {"target_name": "matplotlib"}),
+        frontend("closing"),
+        ("info", {"target_name": "matplotlib"}),
+    ]
+    res = compare(pair, steps)
+    opens = [m for m in res[0]["messages"] if m[0] == "comm_open"]
+    assert opens and opens[0][1]["target_name"] == "matplotlib"
+    pngs = [b for step in res for m in step["messages"] if m[0] == "comm_msg" for b in m[3]]
+    assert pngs and all(b.startswith("89504e470d0a1a0a") for b in pngs)
+    assert res[-1]["reply"]["comms"] == {}
