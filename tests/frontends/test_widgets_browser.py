@@ -8,7 +8,10 @@ IntSlider renders; moving it with the arrow keys runs a Python observer
 whose print lands in an Output widget (not in the cell's output area);
 `interact` renders again on change; a Button click runs its callback (a
 Label's value changes); a tqdm.notebook loop draws and completes its bar;
-a last cell sees the slider's value and the clicks.  The same run on the
+a cell sees the slider's value and the clicks; a `%matplotlib notebook`
+figure is painted on its canvas from the PNG frames the kernel sends over
+its comm, and moving the mouse over it brings the coordinates back from the
+kernel.  The same run on the
 stock ipykernel (`python3` kernelspec) is the reference.  Screenshots go to
 build/test-artifacts/widgets-<kernel>*.png.
 

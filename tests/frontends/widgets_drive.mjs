@@ -248,6 +248,35 @@ async function main() {
     return await waitText(5, '^slider 5 \\| clicks 2\\s*$', 'output');
   });
 
+  await step('an interactive matplotlib figure (%matplotlib notebook)', async () => {
+    await runCell(6);
+    const sel = cellSel(6);
+    const canvas = page.locator(`${sel} canvas.mpl-canvas`);
+    await canvas.waitFor({ state: 'visible', timeout: STEP_MS });
+    // the figure arrives as PNG frames over the comm and is painted on the canvas
+    const t0 = Date.now();
+    let inked = 0;
+    while (inked < 500) {
+      inked = await canvas.evaluate((c) => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let k = 0; k < d.length; k += 4) if (d[k + 3] > 0 && (d[k] < 200 || d[k + 1] < 200 || d[k + 2] < 200)) n++;
+        return n;
+      });
+      if (Date.now() - t0 > STEP_MS) throw new Error(`canvas has ${inked} inked pixels`);
+      if (inked < 500) await page.waitForTimeout(200);
+    }
+    // moving the mouse over the axes: the kernel answers with the coordinates
+    const box = await canvas.boundingBox();
+    await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.5);
+    await page.mouse.move(box.x + box.width * 0.55, box.y + box.height * 0.5);
+    await page.waitForFunction((s) => /x=.*y=/.test(document.querySelector(`${s} .mpl-message`)?.innerText ?? ''),
+                               sel, { timeout: STEP_MS });
+    const status = await page.evaluate((s) => document.querySelector(`${s} .mpl-message`).innerText, sel);
+    await shot('figure', 6);
+    return { inked, status };
+  });
+
   await step('no cell warns about the widget Javascript', async () => {
     const text = await page.evaluate(() => document.querySelector('#notebook-container').innerText);
     if (/Widget Javascript not detected/.test(text)) throw new Error('a cell says: Widget Javascript not detected');

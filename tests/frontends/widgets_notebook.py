@@ -44,6 +44,12 @@ CELLS = [
     "    time.sleep(0.02)",
     # 5: Python sees what the page did
     "print('slider', slider.value, '| clicks', count)",
+    # 6: an interactive matplotlib figure (drawn in the page, over a comm)
+    "%matplotlib notebook\n"
+    "import matplotlib.pyplot as plt\n"
+    "fig, ax = plt.subplots(figsize=(4, 2.5))\n"
+    "ax.plot([1, 3, 2, 4], marker='o')\n"
+    "ax.set_title('interactive figure')",
 ]
 
 
