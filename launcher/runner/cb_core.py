@@ -424,14 +424,18 @@ def _recv(interruptible=False):
             if not interruptible:
                 _fill()
                 continue
+        # wait outside the lock, where SIGINT can raise; another thread may
+        # read fd 3 meanwhile (and buffer our reply): look again soon
         select = _std("select")
         _S.sigmode = _SIG_INPUT
         try:
-            select.select([_FD], [], [])
+            ready = select.select([_FD], [], [], _ACK_POLL_S)[0]
         finally:
             _S.sigmode = _SIG_USER
-        with _S.rlock:
-            _fill()
+        if ready:
+            with _S.rlock:
+                if select.select([_FD], [], [], 0)[0]:
+                    _fill()
 
 
 # ---------------------------------------------------------------- lazy modules

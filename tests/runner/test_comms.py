@@ -209,3 +209,35 @@ def test_a_collected_comm_is_closed_at_the_next_frame(runner):
     assert done["status"] == "ok", err
     assert [f["type"] for f in frames] == ["comm_open", "comm_close"]
     assert frames[0]["comm_id"] == frames[1]["comm_id"]
+
+
+def test_an_input_reply_read_by_a_thread_waiting_for_its_ack(runner):
+    """The cell waits for input while a thread's comm frame waits for its
+    ack; the kernel sends the input reply first: the thread reads it (and
+    keeps it) on its way to the ack, and input() still gets it."""
+    runner.send({"type": "execute", "allow_stdin": True, "silent": False, "store_history": True,
+                 "user_expressions": {}, "execution_count": 1,
+                 "code": "import threading, time\n"
+                         "from ipykernel.comm import Comm\n"
+                         "c = Comm(target_name='bg')\n"
+                         "def work():\n"
+                         "    time.sleep(0.3)\n"
+                         "    c.send({'n': 1})\n"
+                         "threading.Thread(target=work).start()\n"
+                         "print('got', input('? '))"})
+    seen = []
+    while True:
+        f = raw_frame(runner)
+        seen.append(f["type"])
+        if f["type"] == "input_request":
+            break
+        runner.send({"type": "ack"})
+    f = raw_frame(runner)                       # the thread's frame: not acked yet
+    assert f["type"] == "comm_msg" and f["data"] == {"n": 1}
+    runner.send({"type": "input_reply", "value": "yes"})
+    time.sleep(0.3)
+    runner.send({"type": "ack"})
+    while raw_frame(runner)["type"] != "done":
+        pass
+    runner._drain_pipes()
+    assert runner.out.decode().endswith("got yes\n")
