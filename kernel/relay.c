@@ -97,8 +97,10 @@ static void s_comm_out(cb_kernel_t *k, const cb_rframe_t *f, const json_t *paren
                           f->u.comm.data ? json_incref(f->u.comm.data) : json_object());
     if (c && f->type == CB_RF_COMM_OPEN) {
         json_object_set_new(c, "target_name", json_string(f->u.comm.target_name));
-        if (f->u.comm.target_module)
-            json_object_set_new(c, "target_module", json_string(f->u.comm.target_module));
+        /* null when there is none, as ipykernel sends it */
+        json_object_set_new(c, "target_module",
+                            f->u.comm.target_module ? json_string(f->u.comm.target_module)
+                                                    : json_null());
     }
     cb_wire_buf_t bufs[CB_WIRE_MAX_BUFFERS];
     unsigned char *bin[CB_WIRE_MAX_BUFFERS];

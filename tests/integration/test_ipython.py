@@ -8,6 +8,7 @@ Skipped when the sandbox's Python has no IPython (then the minimal runner,
 docs/MAGICS.md, is what runs), or when there is no ipykernel to compare with.
 """
 
+import json
 import re
 
 import pytest
@@ -237,7 +238,8 @@ def test_get_ipython_and_libraries(pair):
          "clear_output\nh = display(HTML('<p>one</p>'), display_id='d1')\n"
          "update_display(Markdown('two'), display_id='d1')\nclear_output(wait=True)\n"
          "JSON({'k': [1, 2]})")
-    # a library that asks for the shell: tqdm's notebook detection
+    # a library that asks for the shell: tqdm's notebook detection (with
+    # ipywidgets installed, its bar is a widget: test_widgets_compare.py)
     same(pair,
          "import tqdm.auto\ntqdm.auto.tqdm.__module__",
          "from tqdm.auto import tqdm\nfor i in tqdm(range(3), mininterval=0):\n    pass",
@@ -246,11 +248,23 @@ def test_get_ipython_and_libraries(pair):
 
 def _blur_rates(msgs):
     out = []
+    ids = {}
     for ch, t, c in msgs:
         if t == "stream":
             text = re.sub(r"[\d.]+(?:it/s|s/it)", "<RATE>", c["text"])
             c = dict(c, text=re.sub(r" +\r", "\r", text))   # padding over a longer rate
+        # widget ids
+        c = json.loads(re.sub(r"[0-9a-f]{32}", lambda m: ids.setdefault(
+            m.group(0), "<ID %d>" % len(ids)), json.dumps(c)))
         out.append([ch, t, c])
+    # ipykernel publishes a cell's buffered prints after the comm messages
+    # sent meanwhile; cellblock in the order they were written
+    for i in range(len(out) - 1, 0, -1):
+        if out[i - 1][1] == "stream" and out[i][1].startswith("comm_"):
+            j = i
+            while j < len(out) and out[j][1].startswith("comm_"):
+                j += 1
+            out.insert(j - 1, out.pop(i - 1))
     return out
 
 

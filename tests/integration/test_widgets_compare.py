@@ -11,8 +11,6 @@ What is normalised away (and why):
   an explicit flush) comes, after comm messages sent earlier; cellblock
   publishes them in the order they were written (test_widgets.py checks
   that order where it matters: an Output widget's capture);
-- `target_module: null` in a comm_open (ipykernel sends the member as null,
-  cellblock leaves it out; both mean "none");
 - cell file names, addresses and working directories in tracebacks
   (ipython_compare.normalise_text), tqdm's rates and times.
 """
@@ -131,8 +129,6 @@ class Session:
                 if t == "stream":
                     streams[c["name"]] = streams.get(c["name"], "") + c["text"]
                     continue
-                if t == "comm_open" and c.get("target_module") is None:
-                    c.pop("target_module", None)
                 msgs.append(fix([t, c, m["metadata"]]) + [[bytes(b).hex() for b in m["buffers"]]])
             out.append({"messages": msgs, "streams": fix(streams), "reply": fix(reply)})
         return out
