@@ -185,6 +185,10 @@ int cb_install_main(int argc, char **argv) {
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", host network");
         else if (nk > 3)
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", no network");
+        if (strcmp(o->isolation, "gvisor") == 0)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", gVisor");
+        else if (strcmp(o->isolation, "microvm") == 0)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", micro-VM");
         if (strcmp(o->sandbox, "none") == 0)
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", UNSANDBOXED");
         snprintf(dname + l, sizeof dname - (size_t) l, ")");

@@ -23,6 +23,7 @@ enum {
     O_RUNNER,
     O_LOGLEVEL,
     O_SANDBOX,
+    O_ISOLATION,
     O_MEMORY,
     O_PIDS,
     O_CPUS,
@@ -61,6 +62,8 @@ void cb_opts_usage(FILE *f) {
         "sandbox:\n"
         "  --sandbox full|none       confinement; 'none' runs code UNCONFINED, for debugging "
         "(default full)\n"
+        "  --isolation T             namespaces|gvisor|microvm: the kernel user code talks to "
+        "(default namespaces)\n"
         "  --memory SIZE             memory limit, no swap; MiB or with K/M/G suffix (default %d "
         "MiB)\n"
         "  --pids N                  processes and threads (default %d)\n"
@@ -153,12 +156,14 @@ static const char *s_num(cb_opts_t *o, size_t slot, long v) {
 
 int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
     static const char *const sandboxes[] = {"full", "none", NULL};
+    static const char *const isolations[] = {"namespaces", "gvisor", "microvm", NULL};
     static const char *const networks[] = {"none", "host", NULL};
     static const char *const artifacts[] = {"none", "images", "all", NULL};
     memset(o, 0, sizeof *o);
     o->python = "/usr/bin/python3";
     o->log_level = CB_LOG_WARNING;
     o->sandbox = "full";
+    o->isolation = "namespaces";
     o->memory_mb = CB_DEFAULT_MEMORY_MB;
     o->pids = CB_DEFAULT_PIDS;
     o->cpus = CB_DEFAULT_CPUS;
@@ -180,6 +185,7 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
         {"runner", required_argument, 0, O_RUNNER},
         {"log-level", required_argument, 0, O_LOGLEVEL},
         {"sandbox", required_argument, 0, O_SANDBOX},
+        {"isolation", required_argument, 0, O_ISOLATION},
         {"memory", required_argument, 0, O_MEMORY},
         {"pids", required_argument, 0, O_PIDS},
         {"cpus", required_argument, 0, O_CPUS},
@@ -215,6 +221,9 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
                 rc = s_bad("--log-level", optarg, "debug|info|warning|error|critical");
             break;
         case O_SANDBOX: rc = s_choice("--sandbox", optarg, sandboxes, &o->sandbox); break;
+        case O_ISOLATION:
+            rc = s_choice("--isolation", optarg, isolations, &o->isolation);
+            break;
         case O_MEMORY: rc = s_size_mb("--memory", optarg, 1L << 30, &o->memory_mb); break;
         case O_PIDS: rc = s_long("--pids", optarg, 1, 1L << 22, &o->pids); break;
         case O_CPUS: {
@@ -279,6 +288,10 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
         fprintf(stderr, "cellblock-kernel: unexpected argument '%s' (see --help)\n", argv[optind]);
         return CB_OPTS_EXIT_USAGE;
     }
+    if (strcmp(o->sandbox, "none") == 0 && strcmp(o->isolation, "namespaces") != 0) {
+        fprintf(stderr, "cellblock-kernel: --isolation %s needs --sandbox full\n", o->isolation);
+        return CB_OPTS_EXIT_USAGE;
+    }
     if (o->connection_file == NULL) {
         fprintf(stderr, "cellblock-kernel: -f CONNECTION_FILE is required (see --help)\n");
         return CB_OPTS_EXIT_USAGE;
@@ -287,6 +300,7 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o) {
     /* Canonical launcher options. */
     size_t n = 0, slot = 0;
     s_fwd(o, &n, "--sandbox", o->sandbox);
+    if (strcmp(o->isolation, "namespaces") != 0) s_fwd(o, &n, "--isolation", o->isolation);
     s_fwd(o, &n, "--memory", s_num(o, slot++, o->memory_mb));
     s_fwd(o, &n, "--pids", s_num(o, slot++, o->pids));
     snprintf(o->fwd_store[slot], sizeof o->fwd_store[slot], "%g", o->cpus);

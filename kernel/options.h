@@ -26,6 +26,7 @@ typedef struct {
     const char *runner;                      /* NULL = next to the binary */
     cb_log_level_t log_level;                /* --log-level */
     const char *sandbox;                     /* full | none */
+    const char *isolation;                   /* namespaces | gvisor | microvm */
     long memory_mb;                          /* --memory */
     long pids;                               /* --pids */
     double cpus;                             /* --cpus */

@@ -131,6 +131,16 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
                 o->sandbox = CB_SANDBOX_NONE;
             else
                 return s_fail(err, err_len, "--sandbox: '%s' is not full|none", val);
+        } else if (strcmp(name, "--isolation") == 0) {
+            if (strcmp(val, "namespaces") == 0)
+                o->isolation = CB_ISOLATION_NAMESPACES;
+            else if (strcmp(val, "gvisor") == 0)
+                o->isolation = CB_ISOLATION_GVISOR;
+            else if (strcmp(val, "microvm") == 0)
+                o->isolation = CB_ISOLATION_MICROVM;
+            else
+                return s_fail(err, err_len, "--isolation: '%s' is not namespaces|gvisor|microvm",
+                              val);
         } else if (strcmp(name, "--memory") == 0) {
             if (s_long(name, val, CB_OPT_MIN_MEMORY_MB, CB_OPT_MAX_MEMORY_MB, &o->memory_mb, err,
                        err_len) < 0)
@@ -191,6 +201,8 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
         }
     }
     if (o->help) return 0;
+    if (o->sandbox == CB_SANDBOX_NONE && o->isolation != CB_ISOLATION_NAMESPACES)
+        return s_fail(err, err_len, "--isolation gvisor|microvm needs --sandbox full");
     if (o->python == NULL) return s_fail(err, err_len, "--python PATH is required");
     if (o->runner == NULL) return s_fail(err, err_len, "--runner FILE is required");
     return 0;
@@ -212,6 +224,8 @@ void cb_options_usage(int fd) {
             "spawned by cellblock-kernel with fd 3 = event socket, fd 4 = report socket.\n"
             "\n"
             "  --sandbox full|none     confinement (default full; none = debugging only)\n"
+            "  --isolation T           namespaces|gvisor|microvm: the kernel user code talks to\n"
+            "                          (default namespaces: the host's)\n"
             "  --memory MB             memory limit, no swap (default %d)\n"
             "  --pids N                process/thread limit (default %d)\n"
             "  --cpus F                CPU quota in CPUs (default %.1f)\n"

@@ -49,6 +49,7 @@
 #include "report.h"
 #include "sandbox_limits.h"
 #include "seccomp_filter.h"
+#include "tier.h"
 #include "userns.h"
 #include "util.h"
 
@@ -83,6 +84,7 @@ struct cb_sandbox {
     bool have_status;                      /* init reported the runner's status */
     int runner_status;                     /* that status */
     char error[CB_REPORT_LINE_MAX];        /* cause and fix of the last failure */
+    cb_tier_t *tier;                       /* --isolation gvisor|microvm; NULL: namespaces */
 };
 
 static void s_err(cb_sandbox_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -229,10 +231,12 @@ __attribute__((noreturn)) static void s_init_fail(int ctl, cb_step_t step, int a
 __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int errfd) {
     static const char *const dirs[] = {CB_SANDBOX_HOME, "/tmp", "/dev/shm", NULL};
     static const char *const files[] = {"/dev/null",   "/dev/zero",    "/dev/full",
-                                        "/dev/random", "/dev/urandom", NULL};
+                                        "/dev/random", "/dev/urandom", "/dev/kvm", NULL};
     cb_child_reset_signals();
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) cb_child_fail(errfd, CB_STEP_CAPS, -1);
     if (setsid() < 0) cb_child_fail(errfd, CB_STEP_SETSID, -1);
+    /* gvisor: runsc builds its own namespaces, seccomp, capability drop and rlimits */
+    if (cb_tier_privileged(sb->tier)) cb_tier_run(sb->tier, errfd);
     if (cb_rlimits_apply(&sb->rlimits) < 0) cb_child_fail(errfd, CB_STEP_RLIMIT, -1);
     if (cb_caps_drop_all(sb->last_cap, !sb->userns, sb->uid, sb->gid) < 0)
         cb_child_fail(errfd, CB_STEP_CAPS, -1);
@@ -243,6 +247,7 @@ __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int 
         cb_child_fail(errfd, CB_STEP_LANDLOCK, -1);
     if (cb_child_prepare_fds() < 0) cb_child_fail(errfd, CB_STEP_FDS, -1);
     if (cb_seccomp_install(&sb->filter) < 0) cb_child_fail(errfd, CB_STEP_SECCOMP, -1);
+    if (sb->tier != NULL) cb_tier_run(sb->tier, errfd); /* microvm: QEMU, confined like this */
     execve(sb->exec.python, sb->exec.argv, sb->exec.envp);
     cb_child_fail(errfd, CB_STEP_EXEC, -1);
 }
@@ -357,6 +362,7 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
     case CB_STEP_SECCOMP: return "the kernel refused the seccomp filter (CONFIG_SECCOMP_FILTER?)";
     case CB_STEP_EXEC: return "check --python (it must exist below /usr or a bound prefix)";
     case CB_STEP_CAPS: return "could not drop privileges";
+    case CB_STEP_TIER: return cb_tier_hint(sb->tier, e->arg);
     default: return "";
     }
 }
@@ -405,19 +411,34 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
                         sb->landlock_abi);
     else
         (void) snprintf(ll, sizeof ll, "Landlock unavailable");
-    (void) snprintf(buf, len,
+    char conf[S_ISOLATION_MAX / 4];
+    if (cb_tier_privileged(sb->tier))
+        (void) snprintf(conf, sizeof conf, "runsc's own seccomp filters and capability drops");
+    else
+        (void) snprintf(conf, sizeof conf,
+                        "seccomp allowlist (%u syscalls, native ABI only); %s; no capabilities, "
+                        "no_new_privs",
+                        sb->filter.n_allowed, ll);
+    char base[S_ISOLATION_MAX];
+    char *line = sb->tier != NULL ? base : buf; /* a tier wraps the namespaces line */
+    (void) snprintf(line, sb->tier != NULL ? sizeof base : len,
                     "cellblock sandbox: namespaces %spid,mount,%s,ipc,uts,cgroup; uid %lu; %s; "
-                    "disk %ld MiB tmpfs (home, /tmp); open files %ld; seccomp allowlist "
-                    "(%u syscalls, native ABI only); %s; no capabilities, no_new_privs",
+                    "disk %ld MiB tmpfs (home, /tmp); open files %ld; %s",
                     sb->userns ? "user," : "",
                     sb->opts->network_host ? "NETWORK HOST" : "net (lo only)",
                     (unsigned long) sb->uid, sb->limits_desc, sb->opts->disk_mb,
-                    sb->opts->open_files, sb->filter.n_allowed, ll);
+                    sb->opts->open_files, conf);
+    if (sb->tier != NULL) cb_tier_describe(sb->tier, base, buf, len);
 }
 
 static int s_plan(cb_sandbox_t *sb) {
     const cb_options_t *o = sb->opts;
     char why[CB_REPORT_LINE_MAX / 2] = "";
+    sb->tier = cb_tier_new(o, why, sizeof why);
+    if (sb->tier == NULL && why[0] != '\0') {
+        s_err(sb, "%s", why);
+        return -1;
+    }
     if (s_plan_mounts(sb) < 0) {
         if (sb->error[0] == '\0') s_err(sb, "planning the sandbox filesystem: %s", strerror(errno));
         return -1;
@@ -439,12 +460,22 @@ static int s_plan(cb_sandbox_t *sb) {
     char name[CB_OPT_MAX_NAME];
     (void) snprintf(name, sizeof name, CB_CGROUP_NAME_FMT, (long) getpid());
     cb_cgroup_limits_t lim = {.memory_mb = o->memory_mb, .pids = o->pids, .cpus = o->cpus};
+    if (sb->tier != NULL && cb_tier_plan(sb->tier, &sb->mounts, &lim, sb->uid, sb->gid, runner_in,
+                                         sb->exec.envp, why, sizeof why) < 0) {
+        s_err(sb, "%s", why);
+        return -1;
+    }
     sb->cg = cb_cgroup_new_auto(name, &lim, why, sizeof why);
     if (sb->cg != NULL) {
         cb_cgroup_describe(sb->cg, sb->limits_desc, sizeof sb->limits_desc);
     } else {
         if (o->require_limits) {
             s_err(sb, "--require-limits: cgroup limits cannot be applied: %s", why);
+            return -1;
+        }
+        if (sb->tier != NULL) { /* rlimits cannot bound runsc or QEMU: no silent downgrade */
+            s_err(sb, "--isolation %s needs cgroup limits, which cannot be applied: %s",
+                  o->isolation == CB_ISOLATION_GVISOR ? "gvisor" : "microvm", why);
             return -1;
         }
         LOG_W("DEGRADED: no usable cgroup (%s); falling back to rlimits", why);
@@ -607,6 +638,7 @@ void cb_sandbox_destroy(cb_sandbox_t **self_p) {
     cb_sandbox_t *sb = *self_p;
     *self_p = NULL;
     cb_cgroup_destroy(&sb->cg);
+    cb_tier_destroy(&sb->tier);
     if (sb->ctl >= 0) close(sb->ctl);
     cb_mount_plan_fini(&sb->mounts);
     cb_seccomp_fini(&sb->filter);
