@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "seccomp_filter.h"
 #include "tier_impl.h"
 #include "util.h"
 
@@ -55,6 +56,7 @@ struct cb_gvisor {
     cb_tier_argv_t run[2];       /* runsc ... run: [0] as root, [1] --rootless (user ns) */
     cb_tier_argv_t kill[2];      /* runsc ... kill cellblock INT, same two */
     cb_tier_argv_t env;          /* runsc's environment */
+    cb_seccomp_t filter;         /* the namespaces tier's allowlist, also applied inside gVisor */
 };
 
 static const char *const s_bin_dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
@@ -90,6 +92,7 @@ void cb_gvisor_destroy(cb_gvisor_t **self_p) {
     cb_gvisor_t *g = *self_p;
     *self_p = NULL;
     free(g->config);
+    cb_seccomp_fini(&g->filter);
     free(g);
 }
 
@@ -120,13 +123,14 @@ static char *s_config(const cb_gvisor_t *g, unsigned long uid, unsigned long gid
     json_auto_t *caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
                                   "inheritable", "permitted", "ambient");
     json_auto_t *spec = json_pack(
-        "{s:s, s:{s:b, s:{s:I, s:I}, s:[s, s, s, s, s, s, s], s:O, s:s, s:O, s:b, s:[o, o]},"
+        "{s:s, s:{s:b, s:{s:I, s:I}, s:[s, s, s, s, s, s, s, s], s:O, s:s, s:O, s:b, s:[o, o]},"
         " s:{s:s, s:b}, s:s,"
-        " s:[o, o, o, o, o],"
+        " s:[o, o, o, o, o, o],"
         " s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
         "ociVersion", "1.0.2",
         "process", "terminal", 0, "user", "uid", (json_int_t) uid, "gid", (json_int_t) gid,
-        "args", CB_TIER_INIT, "--gvisor", "--", o->python, "-I", "-u", runner, "env", env, "cwd",
+        "args", CB_TIER_INIT, "--gvisor", CB_GVISOR_BPF, "--", o->python, "-I", "-u", runner,
+        "env", env, "cwd",
         CB_SANDBOX_HOME, "capabilities", caps, "noNewPrivileges", 1, "rlimits",
         s_rlimit("RLIMIT_NOFILE", o->open_files), s_rlimit("RLIMIT_CORE", 0),
         "root", "path", "/", "readonly", 1, "hostname", CB_SANDBOX_HOSTNAME,
@@ -139,6 +143,8 @@ static char *s_config(const cb_gvisor_t *g, unsigned long uid, unsigned long gid
                 json_pack("[s, s, s, s]", "nosuid", "nodev", "mode=1777", tmp_opt)),
         s_mount(CB_SANDBOX_HOME, "bind", CB_SANDBOX_HOME,
                 json_pack("[s, s, s, s]", "rbind", "rw", "nosuid", "nodev")),
+        s_mount(CB_GVISOR_BPF, "bind", CB_TIER_STATE "/seccomp.bpf",
+                json_pack("[s, s, s, s]", "bind", "ro", "nosuid", "nodev")),
         "linux", "namespaces", "type", "pid", "type", "network", "type", "ipc", "type", "uts",
         "type", "mount");
     if (spec == NULL) return NULL;
@@ -167,11 +173,15 @@ static int s_runsc_argv(cb_tier_argv_t *a, bool rootless, const char *cmd) {
 int cb_gvisor_plan(cb_gvisor_t *g, cb_mount_plan_t *mounts, cb_cgroup_limits_t *lim,
                    unsigned long uid, unsigned long gid, const char *runner, char *const *envp,
                    char *why, size_t why_len) {
+    /* the filter's mountpoint: gVisor cannot create one in the read-only root */
     if (cb_mount_plan_bind(mounts, g->runsc, CB_GVISOR_RUNSC, false, false) < 0 ||
-        cb_mount_plan_bind(mounts, g->init, CB_TIER_INIT, false, false) < 0) {
+        cb_mount_plan_bind(mounts, g->init, CB_TIER_INIT, false, false) < 0 ||
+        cb_mount_plan_file(mounts, CB_GVISOR_BPF, "", 0444) < 0) {
         (void) snprintf(why, why_len, "planning the gvisor tier's mounts: %s", strerror(errno));
         return -1;
     }
+    cb_seccomp_fini(&g->filter);
+    if (cb_seccomp_build(&g->filter, why, why_len) < 0) return -1;
     lim->memory_mb += CB_GVISOR_MEM_MB;
     lim->pids += CB_GVISOR_PIDS;
     free(g->config);
@@ -267,8 +277,10 @@ void cb_gvisor_run(const cb_gvisor_t *g, int errfd) {
                                        CB_TIER_STATE "/bundle", CB_TIER_STATE "/tmp", NULL};
     for (size_t i = 0; dirs[i] != NULL; i++)
         if (mkdir(dirs[i], 0755) < 0) s_fail(errfd, S_ERR_STATE); /* runsc's sandbox user walks it */
-    if (cb_tier_write_file(CB_TIER_STATE "/bundle/config.json", g->config, g->config_len, 0600) <
-        0)
+    if (cb_tier_write_file(CB_TIER_STATE "/bundle/config.json", g->config, g->config_len, 0644) <
+            0 ||
+        cb_tier_write_file(CB_TIER_STATE "/seccomp.bpf", (const char *) g->filter.prog.filter,
+                           g->filter.prog.len * sizeof g->filter.prog.filter[0], 0644) < 0)
         s_fail(errfd, S_ERR_CONFIG);
     /* the gofer and the Sentry hold host fds for the files the code has open
      * or cached; the code's own limit is RLIMIT_NOFILE inside gVisor */

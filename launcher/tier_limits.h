@@ -20,6 +20,8 @@
 
 /* ---- gvisor -------------------------------------------------------------- */
 #define CB_GVISOR_RUNSC       CB_TIER_DIR "/runsc"    /* the runsc binary, bound */
+#define CB_GVISOR_BPF         CB_TIER_DIR "/seccomp.bpf" /* the allowlist, for cellblock-init */
+#define CB_TIER_BPF_MAX       (64u << 10) /* bytes of that BPF program */
 #define CB_GVISOR_ID          "cellblock"             /* container id */
 #define CB_GVISOR_MEM_MB      192  /* cgroup memory added for runsc's sentry, gofer, run */
 #define CB_GVISOR_PIDS        192  /* cgroup pids added for their threads and stubs */

@@ -3,11 +3,14 @@
  * no dependencies, so the same binary runs under gVisor and as /init of
  * the micro-VM's initramfs.
  *
- *   cellblock-init --gvisor -- PROGRAM ARGS...
+ *   cellblock-init --gvisor SECCOMP_BPF -- PROGRAM ARGS...
  *       pid 1 inside gVisor (launcher/tier_gvisor.c).  runsc hands the
  *       container only fds 0-2, so the supervisor puts the event socket on
  *       fd 0; here it moves to fd 3 and /dev/null takes fd 0, which is the
- *       runner's contract (docs/RUNNER_PROTOCOL.md).  Then: start PROGRAM,
+ *       runner's contract (docs/RUNNER_PROTOCOL.md).  Then: start PROGRAM under
+ *       the namespaces tier's seccomp allowlist (SECCOMP_BPF, classic BPF that
+ *       the launcher built with libseccomp; gVisor enforces it, so ptrace,
+ *       unshare, io_uring... stay refused even by gVisor's own kernel),
  *       forward signals to it (runsc kill INT arrives here), reap orphans,
  *       and exit with its status (128+N for a signal death).
  *
@@ -51,6 +54,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #include "tier_limits.h"
 
@@ -141,12 +146,39 @@ static int s_reap(pid_t child, int *status) {
 
 /* ---- gVisor mode -------------------------------------------------------------- */
 
+/* Reads a classic-BPF seccomp program (the launcher's export) into prog. */
+static int s_load_bpf(const char *path, struct sock_fprog *prog) {
+    static struct sock_filter insns[CB_TIER_BPF_MAX / sizeof(struct sock_filter)];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t off = 0;
+    for (;;) {
+        ssize_t r = read(fd, (char *) insns + off, sizeof insns - off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        off += (size_t) r;
+    }
+    close(fd);
+    if (off == 0 || off % sizeof insns[0] != 0 || off >= sizeof insns) {
+        errno = EINVAL;
+        return -1;
+    }
+    prog->len = (unsigned short) (off / sizeof insns[0]);
+    prog->filter = insns;
+    return 0;
+}
+
 static int s_gvisor(int argc, char **argv) {
-    int i = 2;
+    int i = 3;
     if (i < argc && strcmp(argv[i], "--") == 0) i++;
     if (i >= argc) {
-        dprintf(2, "usage: cellblock-init --gvisor -- PROGRAM ARGS...\n");
+        dprintf(2, "usage: cellblock-init --gvisor SECCOMP_BPF -- PROGRAM ARGS...\n");
         return 2;
+    }
+    struct sock_fprog prog;
+    if (s_load_bpf(argv[2], &prog) < 0) {
+        dprintf(2, "cellblock-init: seccomp program %s: %s\n", argv[2], strerror(errno));
+        return 125;
     }
     if (dup2(0, CB_FD_EVENT) < 0) return 125;
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -159,6 +191,11 @@ static int s_gvisor(int argc, char **argv) {
     if (child == 0) {
         s_child_signals();
         (void) setsid();
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0) {
+            dprintf(2, "cellblock-init: installing the seccomp filter: %s\n", strerror(errno));
+            _exit(125);
+        }
         execv(argv[i], argv + i);
         dprintf(2, "cellblock-init: execv %s: %s\n", argv[i], strerror(errno));
         _exit(127);
@@ -470,7 +507,8 @@ static int s_microvm(void) {
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--gvisor") == 0) return s_gvisor(argc, argv);
     if (getpid() != 1) {
-        dprintf(2, "usage: cellblock-init --gvisor -- PROGRAM ARGS...  (or as the VM's /init)\n");
+        dprintf(2, "usage: cellblock-init --gvisor SECCOMP_BPF -- PROGRAM ARGS...  (or as the "
+                   "VM's /init)\n");
         return 2;
     }
     return s_microvm();
