@@ -45,7 +45,7 @@
 #define CB_SANDBOX_STAGE         "/tmp"                  /* host dir the staging tmpfs covers */
 #define CB_SANDBOX_NEWROOT       "newroot"               /* inside the staging tmpfs */
 #define CB_SANDBOX_OLDROOT       "oldroot"               /* old root while building */
-#define CB_SANDBOX_MOUNTS_MAX    96                      /* mount plan entries */
+#define CB_SANDBOX_MOUNTS_MAX    192 /* mount plan entries (microvm plans the guest's tree too) */
 #define CB_SANDBOX_FILE_MAX      4096                    /* synthesized /etc file bytes */
 #define CB_SANDBOX_TMPFS_INODES  65536                   /* nr_inodes of each writable tmpfs */
 #define CB_SANDBOX_ROOT_TMPFS_KB 1024                    /* the read-only root tmpfs */

@@ -162,7 +162,7 @@ pid_t cb_tier_spawn(const char *path, char *const argv[], char *const envp[], co
         cb_child_reset_signals();
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent) goto fail;
         if (setsid() < 0) goto fail;
-        int parked[CB_FD_EVENT + 1];
+        int parked[CB_TIER_FDS_MAX];
         if (nfds > sizeof parked / sizeof parked[0]) {
             errno = EINVAL;
             goto fail;
@@ -201,6 +201,15 @@ void cb_tier_block_signals(void) {
 }
 
 void cb_tier_exit_like(int status) {
+    /* only signals that end a process are re-raised (the status may come
+     * from a guest, which the host does not trust) */
+    static const int ending[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT,
+                                 SIGBUS,  SIGFPE,  SIGKILL, SIGUSR1, SIGSEGV, SIGUSR2,
+                                 SIGPIPE, SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ, SIGSYS};
+    bool ends = false;
+    for (size_t i = 0; WIFSIGNALED(status) && i < sizeof ending / sizeof ending[0]; i++)
+        ends = ends || WTERMSIG(status) == ending[i];
+    if (WIFSIGNALED(status) && !ends) _exit(128 + (WTERMSIG(status) & 0x7f));
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
         struct sigaction sa;

@@ -11,6 +11,7 @@
 /* ---- prepared argv/env ----------------------------------------------------- */
 #define CB_TIER_ARGV_MAX 112                /* entries of one prepared argv */
 #define CB_TIER_ARG_MAX  (CB_PATH_MAX + 96) /* bytes of one entry */
+#define CB_TIER_FDS_MAX  8                  /* fds a supervisor hands its child */
 
 /* ---- where the tiers' files appear inside the sandbox ---------------------- */
 #define CB_TIER_DIR       "/opt/cellblock/tier"      /* ro binds of the tier's programs */
@@ -41,7 +42,10 @@
 #define CB_VM_CPUS_MAX     16   /* vCPUs at most */
 #define CB_VM_QEMU_ERR_MAX 2048 /* bytes of QEMU's stderr kept for a failure message */
 #define CB_VM_STATUS_MAX   128  /* bytes of one status line from the guest */
-#define CB_VM_KVM_PROBE_MS 500  /* a KVM guest must halt within this to be trusted */
+#define CB_VM_CTL_DRAIN_MAX 64  /* reads of cb.ctl after QEMU exited */
+#define CB_VM_KVM_PROBE_MS 500  /* the KVM probe's guest must halt within this */
+#define CB_VM_KVM_BOOT_MS  4000 /* a KVM guest must say "ready" by then, else TCG */
+#define CB_VM_LPJ          4000000 /* loops_per_jiffy given to the guest (TCG: no PIT calibration) */
 #define CB_VM_PORT_WAIT_MS 10000 /* guest: virtio ports must appear by then */
 #define CB_VM_9P_MSIZE     (512u << 10) /* 9p message size */
 

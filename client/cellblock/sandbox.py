@@ -53,9 +53,16 @@ def _size_arg(v):
     return str(v)
 
 
+ISOLATIONS = ("namespaces", "gvisor", "microvm")
+
+
 def _limit_args(memory=None, timeout=None, network=None, cpus=None, pids=None, disk=None,
-                artifacts=None):
+                artifacts=None, isolation=None):
     args = []
+    if isolation is not None:
+        if isolation not in ISOLATIONS:
+            raise ValueError("isolation must be one of %s" % ", ".join(ISOLATIONS))
+        args += ["--isolation", isolation]
     if memory is not None:
         args += ["--memory", _size_arg(memory)]
     if timeout is not None:
@@ -115,15 +122,19 @@ class Sandbox:
                also takes a client-side timeout
       network  False/'none' (loopback only) or True/'host'
       cpus, pids, disk, artifacts ('none'|'images'|'all')
+      isolation 'namespaces' (the host kernel, default), 'gvisor' (gVisor's
+               user-space kernel) or 'microvm' (a guest kernel in a QEMU
+               micro-VM); see docs/SECURITY.md "Isolation tiers"
       extra_args  more flags, appended last (e.g. ['--max-output', '1M'])
     envs: environment variables set in the sandbox's Python at start.
     """
 
     def __init__(self, kernel_name="cellblock", memory=None, timeout=None, network=None, cpus=None,
                  pids=None, disk=None, artifacts=None, extra_args=None, kernelspec_path=None,
+                 isolation=None,
                  envs=None, startup_timeout=60.0, kernel_stderr=None):
         self._lock = threading.RLock()
-        self._args = _limit_args(memory, timeout, network, cpus, pids, disk, artifacts)
+        self._args = _limit_args(memory, timeout, network, cpus, pids, disk, artifacts, isolation)
         self._args += [str(a) for a in (extra_args or [])]
         self._envs = dict(envs or {})
         self._startup_timeout = startup_timeout
