@@ -600,7 +600,11 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
 }
 
 void cb_sandbox_interrupt(cb_sandbox_t *sb) {
-    if (sb->init > 0) (void) kill(sb->init, SIGINT);
+    /* gvisor's supervisor keeps root, which init (no capabilities) may not signal */
+    if (cb_tier_privileged(sb->tier) && sb->runner > 0 && sb->runner != sb->init)
+        (void) kill(sb->runner, SIGINT);
+    else if (sb->init > 0)
+        (void) kill(sb->init, SIGINT);
 }
 
 void cb_sandbox_kill(cb_sandbox_t *sb) {
@@ -630,6 +634,7 @@ void cb_sandbox_exit_status(cb_sandbox_t *sb, int *status, bool *oom, const char
         cb_sandbox_on_ready(sb); /* init has exited */
     if (sb->have_status) *status = sb->runner_status;
     *oom = sb->cg != NULL && cb_cgroup_oom(sb->cg);
+    if (sb->tier != NULL && cb_tier_guest_oom(sb->tier, status)) *oom = true; /* microvm */
     if (*oom) *reason = "memory-limit";
 }
 

@@ -79,6 +79,13 @@ void cb_tier_describe(const cb_tier_t *t, const char *base, char *buf, size_t le
         cb_microvm_describe(t->impl, base, buf, len);
 }
 
+bool cb_tier_guest_oom(const cb_tier_t *t, int *status) {
+    if (t == NULL || t->kind != CB_ISOLATION_MICROVM) return false;
+    if (!WIFEXITED(*status) || WEXITSTATUS(*status) != CB_VM_EXIT_OOM) return false;
+    *status = SIGKILL; /* a wait status: killed by SIGKILL */
+    return true;
+}
+
 const char *cb_tier_hint(const cb_tier_t *t, int arg) {
     if (t == NULL) return "";
     return t->kind == CB_ISOLATION_GVISOR ? cb_gvisor_hint(arg) : cb_microvm_hint(arg);

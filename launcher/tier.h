@@ -64,6 +64,9 @@ __attribute__((noreturn)) void cb_tier_run(const cb_tier_t *self, int errfd);
 /* The banner (`isolation` report): the tier, what it adds, and base (the
  * namespaces sandbox's own line) as what surrounds it. */
 void cb_tier_describe(const cb_tier_t *self, const char *base, char *buf, size_t len);
+/* True when *status (the runner slot's wait status) says the guest's own OOM
+ * killer ended the runner; *status then becomes "killed by SIGKILL". */
+bool cb_tier_guest_oom(const cb_tier_t *self, int *status);
 /* What the user can do about a failed CB_STEP_TIER (arg is the tier's own code). */
 const char *cb_tier_hint(const cb_tier_t *self, int arg);
 

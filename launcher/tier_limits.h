@@ -42,6 +42,7 @@
 #define CB_VM_CPUS_MAX     16   /* vCPUs at most */
 #define CB_VM_QEMU_ERR_MAX 2048 /* bytes of QEMU's stderr kept for a failure message */
 #define CB_VM_STATUS_MAX   128  /* bytes of one status line from the guest */
+#define CB_VM_EXIT_OOM     124  /* supervisor's exit code: the guest OOM-killed the runner */
 #define CB_VM_CTL_DRAIN_MAX 64  /* reads of cb.ctl after QEMU exited */
 #define CB_VM_KVM_PROBE_MS 500  /* the KVM probe's guest must halt within this */
 #define CB_VM_KVM_BOOT_MS  4000 /* a KVM guest must say "ready" by then, else TCG */

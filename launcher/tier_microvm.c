@@ -556,7 +556,7 @@ void cb_microvm_run(const cb_microvm_t *m, int errfd) {
     for (int i = 0; i < CB_VM_CTL_DRAIN_MAX && !v.have_status && s_read_ctl(&v, ctl[0]) > 0; i++) {
     }
     if (v.have_status) {
-        if (v.oom) cb_tier_exit_like(SIGKILL); /* the guest's OOM killer: like the host's */
+        if (v.oom) _exit(CB_VM_EXIT_OOM); /* the launcher reports oom=1 (cb_tier_guest_oom) */
         cb_tier_exit_like(v.status);
     }
     /* no status from the guest: say why on the runner's stderr */
