@@ -212,9 +212,8 @@ int cb_gvisor_plan(cb_gvisor_t *g, cb_mount_plan_t *mounts, cb_cgroup_limits_t *
 void cb_gvisor_describe(const cb_gvisor_t *g, const char *base, char *buf, size_t len) {
     (void) g;
     (void) snprintf(buf, len,
-                    "isolation gvisor: the code's system calls are served by gVisor's "
-                    "user-space kernel (runsc, ptrace platform; its /proc, /dev, /tmp; no "
-                    "network), not by the host's; runsc itself runs in the %s",
+                    "gVisor: the code's system calls go to gVisor's user-space kernel (runsc, "
+                    "ptrace platform), not the host's; runsc runs in the %s",
                     base);
 }
 

@@ -364,8 +364,7 @@ int cb_microvm_plan(cb_microvm_t *m, cb_mount_plan_t *mounts, cb_cgroup_limits_t
     if (m->kvm && !s_kvm_reachable(uid, gid)) {
         m->kvm = false;
         (void) snprintf(kvm_why, sizeof kvm_why,
-                        "/dev/kvm is not open to the sandbox's ids (give it --gid of the kvm "
-                        "group)");
+                        "/dev/kvm is closed to the sandbox's ids: --gid of the kvm group");
     }
     (void) snprintf(m->accel_note, sizeof m->accel_note, "%s", kvm_why);
     if (s_plan_guest_tree(mounts) < 0 ||
@@ -404,11 +403,10 @@ void cb_microvm_describe(const cb_microvm_t *m, const char *base, char *buf, siz
     if (m->kvm)
         (void) snprintf(accel, sizeof accel, "KVM (TCG if the KVM guest does not boot)");
     else
-        (void) snprintf(accel, sizeof accel, "TCG emulation, slow: %s", m->accel_note);
+        (void) snprintf(accel, sizeof accel, "TCG emulation (%s)", m->accel_note);
     (void) snprintf(buf, len,
-                    "isolation microvm: the code runs on its own Linux kernel (%s) in a QEMU "
-                    "micro-VM (%s; %d vCPU, %ld MiB RAM; system dirs over read-only 9p; no "
-                    "network device); QEMU itself runs in the %s",
+                    "micro-VM: the code runs on its own Linux kernel (%s; QEMU, %s; %d vCPU, "
+                    "%ld MiB; read-only 9p system, no network device); QEMU runs in the %s",
                     m->release[0] ? m->release : "guest", accel, m->vcpus, m->ram_mb, base);
 }
 

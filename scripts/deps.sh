@@ -7,7 +7,11 @@ PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libsodiu
 libseccomp-dev python3-jupyter-client python3-ipykernel python3-jupyter-kernel-test
 python3-pytest python3-numpy python3-pandas python3-matplotlib python3-nbclient
 jupyter-console python3-notebook python3-nbconvert tmux procps iproute2
-chromium fonts-dejavu-core"
+chromium fonts-dejavu-core
+runsc qemu-system-x86 linux-image-amd64 cpio kmod"
+# (runsc: --isolation gvisor; qemu-system-x86 + linux-image-amd64: --isolation
+#  microvm, whose guest kernel scripts/vmimage.sh extracts at build time; the
+#  generic flavour because the cloud one has no 9p)
 # (node + npm for tests/frontends come from the machine's Node 20; see tests/frontends/setup.sh)
 missing=""
 for p in $PKGS; do

@@ -61,7 +61,7 @@ def test_microvm_code_sees_its_own_kernel(vm):
     assert release == guest, (release, guest)
     assert release != HOST_RELEASE and version != HOST_VERSION
     b = request(vm.kc, "kernel_info_request", {}, timeout=30).content["banner"]
-    assert "isolation microvm" in b and ("TCG" in b or "KVM" in b), b
+    assert "micro-VM" in b and "own Linux kernel" in b and ("TCG" in b or "KVM" in b), b
 
 
 def test_microvm_outputs_and_artifacts(vm):
