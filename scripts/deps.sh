@@ -4,10 +4,10 @@
 # prints the exact command and fails.
 set -eu
 PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libsodium-dev
-libseccomp-dev python3-jupyter-client python3-ipykernel python3-jupyter-kernel-test
+libseccomp-dev libc-ares-dev python3-jupyter-client python3-ipykernel python3-jupyter-kernel-test
 python3-pytest python3-numpy python3-pandas python3-matplotlib python3-nbclient
 jupyter-console python3-notebook python3-nbconvert tmux procps iproute2
-chromium fonts-dejavu-core
+chromium fonts-dejavu-core python3-pip openssl curl
 runsc qemu-system-x86 linux-image-amd64 cpio kmod"
 # (runsc: --isolation gvisor; qemu-system-x86 + linux-image-amd64: --isolation
 #  microvm, whose guest kernel scripts/vmimage.sh extracts at build time; the
