@@ -229,6 +229,9 @@ def test_isolation_usage_errors():
     p = subprocess.run([CELLBLOCK, "run", "--sandbox", "none", "--isolation", "gvisor", "-"],
                        input=b"1", capture_output=True, timeout=30)
     assert p.returncode == 2 and b"needs --sandbox full" in p.stderr
+    p = subprocess.run([CELLBLOCK, "run", "--network", "host", "--isolation", "microvm", "-"],
+                       input=b"1", capture_output=True, timeout=30)
+    assert p.returncode == 2 and b"--network none only" in p.stderr
 
 
 def test_install_writes_the_tier(tmp_path):

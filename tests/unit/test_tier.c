@@ -53,6 +53,12 @@ int main(void) {
     TAP_OK(strstr(err, "--sandbox full") != NULL, "and says why: %s", err);
     cb_options_fini(&o);
 
+    const char *a8[] = {"x", "--network", "host", "--isolation", "gvisor", "--python", "/p",
+                        "--runner", "/r"};
+    TAP_EQ_INT(parse(&o, 9, a8, err, sizeof err), -1, "--network host with a tier refused");
+    TAP_OK(strstr(err, "--network none only") != NULL, "and says why: %s", err);
+    cb_options_fini(&o);
+
     /* no tier object for namespaces */
     const char *a6[] = {"x", "--python", "/p", "--runner", "/r"};
     (void) parse(&o, 5, a6, err, sizeof err);
