@@ -229,6 +229,17 @@ $(TIER_INIT): vm/init.c launcher/tier_limits.h isolate/sandbox_limits.h isolate/
 vm-image: $(TIER_INIT)
 	@sh scripts/vmimage.sh $(VM_DIR) $(TIER_INIT)
 
+# `make install` also installs cellblock-init and, when built, the guest image.
+.PHONY: install-tiers
+install: install-tiers
+install-tiers: all
+	install -d $(DESTDIR)$(PREFIX)/libexec/cellblock
+	install -m 755 $(TIER_INIT) $(DESTDIR)$(PREFIX)/libexec/cellblock/
+	if [ -f $(VM_DIR)/vmlinuz ]; then \
+	    install -d $(DESTDIR)$(PREFIX)/share/cellblock/vm && \
+	    install -m 644 $(VM_DIR)/vmlinuz $(VM_DIR)/initrd.img $(VM_DIR)/release \
+	        $(DESTDIR)$(PREFIX)/share/cellblock/vm/; fi
+
 # The tiers' longer runs: the output and security suites under gVisor, and the
 # micro-VM tests (seconds per start under TCG).  `make test` keeps a subset.
 test-tiers: all
