@@ -57,9 +57,9 @@ void cb_tier_destroy(cb_tier_t **self_p) {
     free(t);
 }
 
-int cb_tier_plan(cb_tier_t *t, cb_mount_plan_t *mounts, cb_cgroup_limits_t *lim,
-                 unsigned long uid, unsigned long gid, const char *runner, char *const *envp,
-                 char *why, size_t why_len) {
+int cb_tier_plan(cb_tier_t *t, cb_mount_plan_t *mounts, cb_cgroup_limits_t *lim, unsigned long uid,
+                 unsigned long gid, const char *runner, char *const *envp, char *why,
+                 size_t why_len) {
     if (t->kind == CB_ISOLATION_GVISOR)
         return cb_gvisor_plan(t->impl, mounts, lim, uid, gid, runner, envp, why, why_len);
     return cb_microvm_plan(t->impl, mounts, lim, uid, gid, runner, envp, why, why_len);

@@ -48,20 +48,19 @@
 enum { S_ERR_STATE = 1, S_ERR_CONFIG = 2, S_ERR_EXEC = 3, S_ERR_NULL = 4 };
 
 struct cb_gvisor {
-    const cb_options_t *opts;    /* borrowed */
-    char runsc[CB_PATH_MAX];     /* host path of runsc */
-    char init[CB_PATH_MAX];      /* host path of cellblock-init */
-    char *config;                /* config.json text (owned) */
-    size_t config_len;           /* its length */
-    cb_tier_argv_t run[2];       /* runsc ... run: [0] as root, [1] --rootless (user ns) */
-    cb_tier_argv_t kill[2];      /* runsc ... kill cellblock INT, same two */
-    cb_tier_argv_t env;          /* runsc's environment */
-    cb_seccomp_t filter;         /* the namespaces tier's allowlist, also applied inside gVisor */
+    const cb_options_t *opts; /* borrowed */
+    char runsc[CB_PATH_MAX];  /* host path of runsc */
+    char init[CB_PATH_MAX];   /* host path of cellblock-init */
+    char *config;             /* config.json text (owned) */
+    size_t config_len;        /* its length */
+    cb_tier_argv_t run[2];    /* runsc ... run: [0] as root, [1] --rootless (user ns) */
+    cb_tier_argv_t kill[2];   /* runsc ... kill cellblock INT, same two */
+    cb_tier_argv_t env;       /* runsc's environment */
+    cb_seccomp_t filter;      /* the namespaces tier's allowlist, also applied inside gVisor */
 };
 
-static const char *const s_bin_dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
-                                         "/usr/bin",        "/sbin",          "/bin",
-                                         NULL};
+static const char *const s_bin_dirs[] = {
+    "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", NULL};
 
 cb_gvisor_t *cb_gvisor_new(const cb_options_t *opts, char *why, size_t why_len) {
     cb_gvisor_t *g = calloc(1, sizeof *g);
@@ -76,7 +75,8 @@ cb_gvisor_t *cb_gvisor_new(const cb_options_t *opts, char *why, size_t why_len) 
     }
     char dir[CB_PATH_MAX];
     if (cb_tier_helper_dir(dir, sizeof dir) < 0 ||
-        snprintf(g->init, sizeof g->init, "%s/%s", dir, CB_TIER_INIT_NAME) >= (int) sizeof g->init ||
+        snprintf(g->init, sizeof g->init, "%s/%s", dir, CB_TIER_INIT_NAME) >=
+            (int) sizeof g->init ||
         access(g->init, X_OK) != 0) {
         (void) snprintf(why, why_len,
                         "--isolation gvisor: %s is missing beside the launcher; rebuild (make)",
@@ -127,14 +127,11 @@ static char *s_config(const cb_gvisor_t *g, unsigned long uid, unsigned long gid
         " s:{s:s, s:b}, s:s,"
         " s:[o, o, o, o, o, o],"
         " s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
-        "ociVersion", "1.0.2",
-        "process", "terminal", 0, "user", "uid", (json_int_t) uid, "gid", (json_int_t) gid,
-        "args", CB_TIER_INIT, "--gvisor", CB_GVISOR_BPF, "--", o->python, "-I", "-u", runner,
-        "env", env, "cwd",
-        CB_SANDBOX_HOME, "capabilities", caps, "noNewPrivileges", 1, "rlimits",
-        s_rlimit("RLIMIT_NOFILE", o->open_files), s_rlimit("RLIMIT_CORE", 0),
-        "root", "path", "/", "readonly", 1, "hostname", CB_SANDBOX_HOSTNAME,
-        "mounts",
+        "ociVersion", "1.0.2", "process", "terminal", 0, "user", "uid", (json_int_t) uid, "gid",
+        (json_int_t) gid, "args", CB_TIER_INIT, "--gvisor", CB_GVISOR_BPF, "--", o->python, "-I",
+        "-u", runner, "env", env, "cwd", CB_SANDBOX_HOME, "capabilities", caps, "noNewPrivileges",
+        1, "rlimits", s_rlimit("RLIMIT_NOFILE", o->open_files), s_rlimit("RLIMIT_CORE", 0), "root",
+        "path", "/", "readonly", 1, "hostname", CB_SANDBOX_HOSTNAME, "mounts",
         s_mount("/proc", "proc", "proc", json_pack("[s, s, s]", "nosuid", "nodev", "noexec")),
         s_mount("/dev", "tmpfs", "tmpfs", json_pack("[s, s]", "nosuid", "mode=755")),
         s_mount("/dev/shm", "tmpfs", "shm",
@@ -220,7 +217,8 @@ void cb_gvisor_describe(const cb_gvisor_t *g, const char *base, char *buf, size_
 const char *cb_gvisor_hint(int arg) {
     switch (arg) {
     case S_ERR_STATE:
-    case S_ERR_CONFIG: return "the sandbox's /tmp is not writable for runsc's state (--disk too small?)";
+    case S_ERR_CONFIG:
+        return "the sandbox's /tmp is not writable for runsc's state (--disk too small?)";
     case S_ERR_EXEC: return "runsc could not be started (see the kernel log)";
     default: return "";
     }
@@ -275,7 +273,8 @@ void cb_gvisor_run(const cb_gvisor_t *g, int errfd) {
     static const char *const dirs[] = {CB_TIER_STATE, CB_TIER_STATE "/state",
                                        CB_TIER_STATE "/bundle", CB_TIER_STATE "/tmp", NULL};
     for (size_t i = 0; dirs[i] != NULL; i++)
-        if (mkdir(dirs[i], 0755) < 0) s_fail(errfd, S_ERR_STATE); /* runsc's sandbox user walks it */
+        if (mkdir(dirs[i], 0755) < 0)
+            s_fail(errfd, S_ERR_STATE); /* runsc's sandbox user walks it */
     if (cb_tier_write_file(CB_TIER_STATE "/bundle/config.json", g->config, g->config_len, 0644) <
             0 ||
         cb_tier_write_file(CB_TIER_STATE "/seccomp.bpf", (const char *) g->filter.prog.filter,

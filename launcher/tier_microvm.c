@@ -63,17 +63,17 @@ enum { S_TCG = 0, S_KVM = 1 };
 #define S_OLDROOT_LEN (sizeof "/" CB_SANDBOX_OLDROOT - 1)
 
 struct cb_microvm {
-    const cb_options_t *opts;   /* borrowed */
-    char qemu[CB_PATH_MAX];     /* host path of qemu-system-x86_64 */
-    char vmlinuz[CB_PATH_MAX];  /* host path of the guest kernel */
-    char initrd[CB_PATH_MAX];   /* host path of the initramfs */
-    char release[CB_OPT_MAX_NAME]; /* guest kernel release */
-    bool kvm;                   /* try KVM first */
+    const cb_options_t *opts;                /* borrowed */
+    char qemu[CB_PATH_MAX];                  /* host path of qemu-system-x86_64 */
+    char vmlinuz[CB_PATH_MAX];               /* host path of the guest kernel */
+    char initrd[CB_PATH_MAX];                /* host path of the initramfs */
+    char release[CB_OPT_MAX_NAME];           /* guest kernel release */
+    bool kvm;                                /* try KVM first */
     char accel_note[CB_REPORT_LINE_MAX / 4]; /* why not KVM, for the banner */
-    int vcpus;                  /* -smp */
-    long ram_mb;                /* -m */
-    cb_tier_argv_t argv[2];     /* QEMU: [S_TCG], [S_KVM] */
-    cb_tier_argv_t env;         /* QEMU's environment */
+    int vcpus;                               /* -smp */
+    long ram_mb;                             /* -m */
+    cb_tier_argv_t argv[2];                  /* QEMU: [S_TCG], [S_KVM] */
+    cb_tier_argv_t env;                      /* QEMU's environment */
 };
 
 static const char *const s_bin_dirs[] = {"/usr/local/bin", "/usr/bin", "/bin", NULL};
@@ -103,7 +103,8 @@ static bool s_kvm_probe(char *why, size_t why_len) {
                                                 .guest_phys_addr = 0x1000,
                                                 .memory_size = 0x1000,
                                                 .userspace_addr = (unsigned long) mem};
-        int cpu = ioctl(vm, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -1 : ioctl(vm, KVM_CREATE_VCPU, 0);
+        int cpu =
+            ioctl(vm, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -1 : ioctl(vm, KVM_CREATE_VCPU, 0);
         int sz = cpu < 0 ? -1 : ioctl(k, KVM_GET_VCPU_MMAP_SIZE, 0);
         if (sz <= 0) _exit(2);
         struct kvm_run *run = mmap(NULL, (size_t) sz, PROT_READ | PROT_WRITE, MAP_SHARED, cpu, 0);
@@ -231,8 +232,7 @@ static int s_plan_guest_tree(cb_mount_plan_t *p) {
 static int s_plan_kvm(cb_mount_plan_t *p) {
     size_t ro = p->n;
     for (size_t i = 0; i < p->n; i++)
-        if (p->ops[i].kind == CB_MNT_RDONLY &&
-            strcmp(p->ops[i].dst + S_NEWROOT_LEN, "/dev") == 0)
+        if (p->ops[i].kind == CB_MNT_RDONLY && strcmp(p->ops[i].dst + S_NEWROOT_LEN, "/dev") == 0)
             ro = i;
     if (cb_mount_plan_dev(p, "kvm") < 0) return -1;
     if (ro < p->n - 1) { /* move the new op in front of the read-only remount */
@@ -299,11 +299,9 @@ static int s_qemu_argv(const cb_microvm_t *m, cb_tier_argv_t *a, bool kvm) {
     rc |= cb_tier_argv_add(a, "-initrd");
     rc |= cb_tier_argv_add(a, "%s/initrd.img", CB_TIER_DIR);
     rc |= cb_tier_argv_add(a, "-append");
-    rc |= cb_tier_argv_add(a,
-                           "%s panic=-1 reboot=t rdinit=/init tsc=reliable no_timer_check lpj=%d",
-                           o->log_level == CB_LOG_DEBUG ? "console=ttyS0 cb.debug"
-                                                        : "quiet loglevel=1",
-                           CB_VM_LPJ);
+    rc |= cb_tier_argv_add(
+        a, "%s panic=-1 reboot=t rdinit=/init tsc=reliable no_timer_check lpj=%d",
+        o->log_level == CB_LOG_DEBUG ? "console=ttyS0 cb.debug" : "quiet loglevel=1", CB_VM_LPJ);
     if (o->log_level == CB_LOG_DEBUG) { /* the guest's console on the runner's stderr */
         rc |= cb_tier_argv_add(a, "-chardev");
         rc |= cb_tier_argv_add(a, "file,id=con,path=/dev/fdset/6,append=on");
@@ -337,9 +335,9 @@ static int s_qemu_argv(const cb_microvm_t *m, cb_tier_argv_t *a, bool kvm) {
     rc |= cb_tier_argv_add(a, "-device");
     rc |= cb_tier_argv_add(a, "virtserialport,chardev=ctl,name=%s", CB_VM_PORT_CTL);
     rc |= cb_tier_argv_add(a, "-fsdev");
-    rc |= cb_tier_argv_add(a,
-                           "local,id=root,path=%s,security_model=none,readonly=on,multidevs=remap",
-                           CB_VM_GUEST_ROOT);
+    rc |=
+        cb_tier_argv_add(a, "local,id=root,path=%s,security_model=none,readonly=on,multidevs=remap",
+                         CB_VM_GUEST_ROOT);
     rc |= cb_tier_argv_add(a, "-device");
     rc |= cb_tier_argv_add(a, "virtio-9p-%s,fsdev=root,mount_tag=%s", bus, CB_VM_TAG_ROOT);
     rc |= cb_tier_argv_add(a, "-fsdev");
@@ -421,13 +419,13 @@ const char *cb_microvm_hint(int arg) {
 /* ---- the supervisor (runner slot, confined; no malloc) ---------------------------- */
 
 typedef struct {
-    char line[CB_VM_STATUS_MAX]; /* partial line from cb.ctl */
-    size_t used;                 /* bytes in line */
-    bool ready;                  /* the guest said "ready" */
-    bool have_status;            /* "exit S O" received */
-    int status;                  /* the runner's wait status in the guest */
-    bool oom;                    /* the guest's cgroup OOM-killed */
-    char fail[CB_VM_STATUS_MAX]; /* "fail ..." text */
+    char line[CB_VM_STATUS_MAX];       /* partial line from cb.ctl */
+    size_t used;                       /* bytes in line */
+    bool ready;                        /* the guest said "ready" */
+    bool have_status;                  /* "exit S O" received */
+    int status;                        /* the runner's wait status in the guest */
+    bool oom;                          /* the guest's cgroup OOM-killed */
+    char fail[CB_VM_STATUS_MAX];       /* "fail ..." text */
     char qemu_err[CB_VM_QEMU_ERR_MAX]; /* the start of QEMU's stderr */
     size_t qemu_err_used;              /* bytes in it */
 } s_vm_t;

@@ -59,13 +59,13 @@
 
 #include "tier_limits.h"
 
-#define S_ARGS_MAX    32   /* runner argv entries */
-#define S_ENVS_MAX    32   /* runner env entries */
+#define S_ARGS_MAX    32 /* runner argv entries */
+#define S_ENVS_MAX    32 /* runner env entries */
 #define S_LINE_MAX    (CB_PATH_MAX + 64)
 #define S_NEWROOT     "/newroot"
 #define S_CGROUP      "/sys/fs/cgroup"
 #define S_RUNNER_CG   S_CGROUP "/runner"
-#define S_PORT_POLLMS 5    /* between looks for the virtio ports */
+#define S_PORT_POLLMS 5 /* between looks for the virtio ports */
 
 #ifndef MODULE_INIT_IGNORE_MODVERSIONS
 #define MODULE_INIT_IGNORE_MODVERSIONS 1
@@ -218,16 +218,16 @@ static int s_gvisor(int argc, char **argv) {
 /* ---- micro-VM mode ------------------------------------------------------------ */
 
 typedef struct {
-    unsigned long uid, gid;             /* runner's ids */
-    long nofile, pids, memory_mb;       /* limits */
-    long tmp_mb, shm_mb;                /* tmpfs sizes */
-    char cwd[CB_PATH_MAX];              /* working dir (home) */
-    char args[S_ARGS_MAX][S_LINE_MAX];  /* argv strings */
-    char *argv[S_ARGS_MAX + 1];         /* into args */
-    size_t nargs;                       /* used */
-    char envs[S_ENVS_MAX][S_LINE_MAX];  /* env strings */
-    char *envp[S_ENVS_MAX + 1];         /* into envs */
-    size_t nenvs;                       /* used */
+    unsigned long uid, gid;            /* runner's ids */
+    long nofile, pids, memory_mb;      /* limits */
+    long tmp_mb, shm_mb;               /* tmpfs sizes */
+    char cwd[CB_PATH_MAX];             /* working dir (home) */
+    char args[S_ARGS_MAX][S_LINE_MAX]; /* argv strings */
+    char *argv[S_ARGS_MAX + 1];        /* into args */
+    size_t nargs;                      /* used */
+    char envs[S_ENVS_MAX][S_LINE_MAX]; /* env strings */
+    char *envp[S_ENVS_MAX + 1];        /* into envs */
+    size_t nenvs;                      /* used */
 } s_conf_t;
 
 static s_conf_t s_conf;
@@ -300,13 +300,20 @@ static void s_parse_conf(void) {
             (void) snprintf(c->cwd, sizeof c->cwd, "%s", val);
         } else {
             long v = strtol(val, NULL, 10);
-            if (strcmp(key, "uid") == 0) c->uid = (unsigned long) v;
-            else if (strcmp(key, "gid") == 0) c->gid = (unsigned long) v;
-            else if (strcmp(key, "nofile") == 0) c->nofile = v;
-            else if (strcmp(key, "pids") == 0) c->pids = v;
-            else if (strcmp(key, "memory_mb") == 0) c->memory_mb = v;
-            else if (strcmp(key, "tmp_mb") == 0) c->tmp_mb = v;
-            else if (strcmp(key, "shm_mb") == 0) c->shm_mb = v;
+            if (strcmp(key, "uid") == 0)
+                c->uid = (unsigned long) v;
+            else if (strcmp(key, "gid") == 0)
+                c->gid = (unsigned long) v;
+            else if (strcmp(key, "nofile") == 0)
+                c->nofile = v;
+            else if (strcmp(key, "pids") == 0)
+                c->pids = v;
+            else if (strcmp(key, "memory_mb") == 0)
+                c->memory_mb = v;
+            else if (strcmp(key, "tmp_mb") == 0)
+                c->tmp_mb = v;
+            else if (strcmp(key, "shm_mb") == 0)
+                c->shm_mb = v;
         }
     }
     c->argv[c->nargs] = NULL;
@@ -356,9 +363,9 @@ static void s_build_root(void) {
             s_die("creating /dev nodes");
     }
     static const char *const links[][2] = {{"/proc/self/fd", "fd"},
-                                            {"/proc/self/fd/0", "stdin"},
-                                            {"/proc/self/fd/1", "stdout"},
-                                            {"/proc/self/fd/2", "stderr"}};
+                                           {"/proc/self/fd/0", "stdin"},
+                                           {"/proc/self/fd/1", "stdout"},
+                                           {"/proc/self/fd/2", "stderr"}};
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
         char p[CB_OPT_MAX_NAME];
         (void) snprintf(p, sizeof p, S_NEWROOT "/dev/%s", links[i][1]);

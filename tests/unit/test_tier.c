@@ -47,14 +47,14 @@ int main(void) {
     TAP_EQ_INT(parse(&o, 7, a4, err, sizeof err), -1, "unknown tier refused");
     TAP_OK(strstr(err, "namespaces|gvisor|microvm") != NULL, "the error lists the tiers: %s", err);
     cb_options_fini(&o);
-    const char *a5[] = {"x", "--sandbox", "none", "--isolation", "gvisor", "--python", "/p",
-                        "--runner", "/r"};
+    const char *a5[] = {"x",        "--sandbox", "none",     "--isolation", "gvisor",
+                        "--python", "/p",        "--runner", "/r"};
     TAP_EQ_INT(parse(&o, 9, a5, err, sizeof err), -1, "--sandbox none with a tier refused");
     TAP_OK(strstr(err, "--sandbox full") != NULL, "and says why: %s", err);
     cb_options_fini(&o);
 
-    const char *a8[] = {"x", "--network", "host", "--isolation", "gvisor", "--python", "/p",
-                        "--runner", "/r"};
+    const char *a8[] = {"x",        "--network", "host",     "--isolation", "gvisor",
+                        "--python", "/p",        "--runner", "/r"};
     TAP_EQ_INT(parse(&o, 9, a8, err, sizeof err), -1, "--network host with a tier refused");
     TAP_OK(strstr(err, "--network none only") != NULL, "and says why: %s", err);
     cb_options_fini(&o);
@@ -70,8 +70,13 @@ int main(void) {
     cb_options_fini(&o);
 
     /* microvm without its guest kernel: fails closed with the fix */
-    const char *a7[] = {"x", "--isolation", "microvm", "--python", "/usr/bin/python3",
-                        "--runner", "/nonexistent/share/cellblock/runner/runner.py"};
+    const char *a7[] = {"x",
+                        "--isolation",
+                        "microvm",
+                        "--python",
+                        "/usr/bin/python3",
+                        "--runner",
+                        "/nonexistent/share/cellblock/runner/runner.py"};
     (void) parse(&o, 7, a7, err, sizeof err);
     t = cb_tier_new(&o, err, sizeof err);
     if (access("/usr/bin/qemu-system-x86_64", X_OK) == 0) {
