@@ -66,6 +66,16 @@ cb_gvisor_t *cb_gvisor_new(const cb_options_t *opts, char *why, size_t why_len) 
     cb_gvisor_t *g = calloc(1, sizeof *g);
     if (g == NULL) return NULL;
     g->opts = opts;
+    if (geteuid() != 0) {
+        /* runsc --rootless would run the code as uid 0 in gVisor (the only id
+         * it can map) and weaken the uid story: refuse instead */
+        (void) snprintf(why, why_len,
+                        "--isolation gvisor needs the kernel to run as root (runsc builds its "
+                        "own namespaces, chroot and seccomp sandbox): run the kernel as root, "
+                        "or use --isolation microvm|namespaces");
+        free(g);
+        return NULL;
+    }
     if (cb_tier_find_program(s_bin_dirs, "runsc", g->runsc, sizeof g->runsc) < 0) {
         (void) snprintf(why, why_len,
                         "--isolation gvisor needs gVisor's runsc, which is not installed: "

@@ -198,12 +198,16 @@ void cb_microvm_destroy(cb_microvm_t **self_p) {
 
 /* The namespaces tier's plan, again, below CB_VM_GUEST_ROOT: only what the
  * guest's root needs (binds, files, links, mountpoints), never /proc or /dev. */
-static int s_plan_guest_tree(cb_mount_plan_t *p) {
+static int s_plan_guest_tree(cb_mount_plan_t *p, const char *runner) {
     size_t n = p->n; /* the ops the namespaces tier planned */
     for (size_t i = 0; i < n; i++) {
         const cb_mount_op_t *op = &p->ops[i];
         const char *path = op->dst + S_NEWROOT_LEN; /* as the sandbox sees it */
         if (strncmp(path, "/dev", 4) == 0 && (path[4] == '\0' || path[4] == '/')) continue;
+        /* the runner is a copy in a tmpfs (BLOBs): copied again below */
+        size_t rl = strlen(CB_SANDBOX_RUNNER_DIR);
+        if (strncmp(path, CB_SANDBOX_RUNNER_DIR, rl) == 0 && (path[rl] == '\0' || path[rl] == '/'))
+            continue;
         char dst[CB_PATH_MAX];
         int w = snprintf(dst, sizeof dst, "%s%s", CB_VM_GUEST_ROOT, path);
         if (w < 0 || (size_t) w >= sizeof dst) {
@@ -221,10 +225,18 @@ static int s_plan_guest_tree(cb_mount_plan_t *p) {
         case CB_MNT_TMPFS:
         case CB_MNT_PROC: rc = cb_mount_plan_dir(p, dst, CB_SANDBOX_MKDIR_MODE); break;
         case CB_MNT_BIND_DEV:
-        case CB_MNT_RDONLY: break;
+        case CB_MNT_RDONLY:
+        case CB_MNT_MASK:    /* /proc's: the guest has its own */
+        case CB_MNT_RO_SELF: /* same */
+        case CB_MNT_BLOB: break;
         }
         if (rc < 0) return -1;
     }
+    char rdir[CB_PATH_MAX];
+    (void) snprintf(rdir, sizeof rdir, "%s", runner);
+    char *slash = strrchr(rdir, '/');
+    if (slash != NULL) *slash = '\0';
+    if (cb_mount_plan_copy_dir(p, rdir, CB_VM_GUEST_ROOT CB_SANDBOX_RUNNER_DIR) < 0) return -1;
     return cb_mount_plan_dir(p, CB_VM_GUEST_ROOT "/dev", CB_SANDBOX_MKDIR_MODE);
 }
 
@@ -365,7 +377,7 @@ int cb_microvm_plan(cb_microvm_t *m, cb_mount_plan_t *mounts, cb_cgroup_limits_t
                         "/dev/kvm is closed to the sandbox's ids: --gid of the kvm group");
     }
     (void) snprintf(m->accel_note, sizeof m->accel_note, "%s", kvm_why);
-    if (s_plan_guest_tree(mounts) < 0 ||
+    if (s_plan_guest_tree(mounts, o->runner) < 0 ||
         cb_mount_plan_file(mounts, CB_VM_GUEST_ROOT CB_VM_CONF, conf, 0444) < 0 ||
         cb_mount_plan_bind(mounts, m->vmlinuz, CB_TIER_DIR "/vmlinuz", false, false) < 0 ||
         cb_mount_plan_bind(mounts, m->initrd, CB_TIER_DIR "/initrd.img", false, false) < 0 ||

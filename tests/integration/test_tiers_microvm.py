@@ -44,12 +44,14 @@ def vm_ksm(tmp_path_factory):
 def vm(vm_ksm):
     k = start(vm_ksm, "cb-microvm", timeout=START_TIMEOUT)
     yield k
-    launchers = launcher_pids(k.pid)
+    kpid = k.pid
+    launchers = launcher_pids(kpid)
+    assert cgroup_dirs(launchers), "the VM's sandbox has no cgroup to check"
     k.stop(check=True)   # QEMU, the supervisor, init: all gone
     deadline = time.monotonic() + 10
-    while cgroup_dirs(launchers) and time.monotonic() < deadline:
+    while cgroup_dirs(launchers, kpid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not cgroup_dirs(launchers), "cgroups left after shutdown"
+    assert not cgroup_dirs(launchers, kpid), "cgroups left after shutdown"
 
 
 def test_microvm_code_sees_its_own_kernel(vm):
