@@ -154,6 +154,7 @@ demo: all
 
 bench: all
 	$(TEST_PYTHON) bench/bench.py
+	$(TEST_PYTHON) bench/ipython.py
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/cellblock \

@@ -66,8 +66,11 @@ void cb_sio_publish_stream(cb_session_t *s, int which, bool final) {
 /* Reads what a pipe has now (up to its buffer) and publishes what is due. */
 void cb_sio_read_pipe(cb_session_t *s, int which, bool all) {
     int *fd = which ? &s->proc.err_fd : &s->proc.out_fd;
-    for (int rounds = 0; *fd >= 0; rounds++) {
-        if (!all && (rounds > 0 || !cb_bucket_ready(&s->bytes, cb_now_ms()))) break;
+    /* all: what is in the pipe now (at most its capacity: a writer that keeps
+     * writing cannot hold the kernel here); else a few chunks while the rate allows */
+    int max = all ? CB_PIPE_DRAIN_ROUNDS : CB_PIPE_READ_ROUNDS;
+    for (int rounds = 0; *fd >= 0 && rounds < max; rounds++) {
+        if (!all && !cb_bucket_ready(&s->bytes, cb_now_ms())) break;
         if (sizeof s->streams[which].buf - s->streams[which].len < CB_STREAM_CHUNK)
             cb_sio_publish_stream(s, which, false);
         ssize_t n = cb_stream_fill(&s->streams[which], *fd, cb_now_ms());

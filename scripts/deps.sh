@@ -5,7 +5,7 @@
 set -eu
 PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libsodium-dev
 libseccomp-dev libc-ares-dev python3-jupyter-client python3-ipykernel python3-jupyter-kernel-test
-python3-pytest python3-numpy python3-pandas python3-matplotlib python3-nbclient
+python3-pytest python3-numpy python3-pandas python3-matplotlib python3-nbclient python3-tqdm
 jupyter-console python3-notebook python3-nbconvert tmux procps iproute2
 chromium fonts-dejavu-core python3-pip openssl curl
 runsc qemu-system-x86 linux-image-amd64 cpio kmod"
