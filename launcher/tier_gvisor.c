@@ -135,7 +135,7 @@ static char *s_config(const cb_gvisor_t *g, unsigned long uid, unsigned long gid
     json_auto_t *spec = json_pack(
         "{s:s, s:{s:b, s:{s:I, s:I}, s:[s, s, s, s, s, s, s, s], s:O, s:s, s:O, s:b, s:[o, o]},"
         " s:{s:s, s:b}, s:s,"
-        " s:[o, o, o, o, o, o],"
+        " s:[o, o, o, o, o, o, o],"
         " s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
         "ociVersion", "1.0.2", "process", "terminal", 0, "user", "uid", (json_int_t) uid, "gid",
         (json_int_t) gid, "args", CB_TIER_INIT, "--gvisor", CB_GVISOR_BPF, "--", o->python, "-I",
@@ -144,6 +144,9 @@ static char *s_config(const cb_gvisor_t *g, unsigned long uid, unsigned long gid
         "path", "/", "readonly", 1, "hostname", CB_SANDBOX_HOSTNAME, "mounts",
         s_mount("/proc", "proc", "proc", json_pack("[s, s, s]", "nosuid", "nodev", "noexec")),
         s_mount("/dev", "tmpfs", "tmpfs", json_pack("[s, s]", "nosuid", "mode=755")),
+        /* no ptys, as in the namespaces tier (runsc would add a devpts) */
+        s_mount("/dev/pts", "tmpfs", "none",
+                json_pack("[s, s, s, s, s]", "ro", "nosuid", "nodev", "noexec", "size=4k")),
         s_mount("/dev/shm", "tmpfs", "shm",
                 json_pack("[s, s, s, s]", "nosuid", "nodev", "mode=1777", shm_opt)),
         s_mount("/tmp", "tmpfs", "tmpfs",
