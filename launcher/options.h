@@ -60,6 +60,11 @@ typedef struct {
     size_t n_network_resolve;                        /* used entries */
     long network_max_conns;                          /* --network-max-conns */
     long network_max_mb;                             /* --network-max-bytes, MiB */
+
+    /* issue 11: notebook folders and environment */
+    const char *workdir_source;          /* --workdir-source DIR or "cwd" (argv), else NULL */
+    const char *env[CB_FLAG_REPEAT_MAX]; /* --env NAME or NAME=VALUE (argv, checked) */
+    size_t n_env;                        /* used entries of env */
 } cb_options_t;
 
 /* Parses argv.  0 ok (opts filled; opts->help may be set), -1 bad usage with

@@ -46,6 +46,7 @@
 #include "isolate/log.h"
 #include "isolate/mount.h"
 #include "isolate/net.h"
+#include "isolate/overlay.h"
 #include "launcher/netproxy.h"
 #include "launcher/report.h"
 #include "isolate/sandbox_limits.h"
@@ -56,15 +57,18 @@
 #include "launcher/tier.h"
 
 #define S_GO            'g' /* launcher -> init: ids and cgroup are set */
+#define S_STR(x)        S_STR2(x)
+#define S_STR2(x)       #x
 #define S_CHILDREN_BUF  64  /* bytes of /proc/PID/task/PID/children read */
 #define S_ISOLATION_MAX CB_REPORT_LINE_MAX
 
 enum { S_MSG_ERR = 1, S_MSG_WORKDIR = 2, S_MSG_STATUS = 3 };
 
 typedef struct {
-    int type;           /* S_MSG_* */
-    cb_child_err_t err; /* S_MSG_ERR */
-    int status;         /* S_MSG_STATUS: the runner's wait status */
+    int type;               /* S_MSG_* */
+    cb_child_err_t err;     /* S_MSG_ERR */
+    int status;             /* S_MSG_STATUS: the runner's wait status */
+    cb_overlay_stats_t ovl; /* S_MSG_WORKDIR: what --workdir-source's walk hid */
 } s_msg_t;
 
 struct cb_sandbox {
@@ -90,6 +94,8 @@ struct cb_sandbox {
     int runner_status;                     /* that status */
     char error[CB_REPORT_LINE_MAX];        /* cause and fix of the last failure */
     cb_netproxy_t *np;                     /* --network allow: the egress proxy (borrowed) */
+    char wd_source[CB_PATH_MAX];           /* --workdir-source, resolved ("" = none) */
+    cb_overlay_stats_t ovl;                /* its walk, as init reported it */
     cb_tier_t *tier;                       /* --isolation gvisor|microvm; NULL: namespaces */
 };
 
@@ -117,6 +123,33 @@ static const char *const s_etc[] = {
 };
 static const char *const s_top[] = {"/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"};
 static const char *const s_devs[] = {"null", "zero", "full", "random", "urandom"};
+
+/* --workdir-source: "cwd" is the directory the kernel started in (ours).
+ * The upper tmpfs has the home's size, plus inodes for the whiteouts. */
+static int s_plan_workdir_source(cb_sandbox_t *sb, char *buf, size_t len) {
+    const cb_options_t *o = sb->opts;
+    char src[CB_PATH_MAX], why[CB_REPORT_LINE_MAX / 2];
+    if (strcmp(o->workdir_source, "cwd") == 0 ? getcwd(src, sizeof src) == NULL
+                                              : realpath(o->workdir_source, src) == NULL) {
+        s_err(sb, "--workdir-source %s: %s", o->workdir_source, strerror(errno));
+        return -1;
+    }
+    if (realpath(src, sb->wd_source) == NULL ||
+        cb_flags_workdir_refused(sb->wd_source, why, sizeof why) < 0) {
+        s_err(sb, "--workdir-source %s: %s", o->workdir_source,
+              sb->wd_source[0] ? why : strerror(errno));
+        return -1;
+    }
+    (void) snprintf(buf, len, "mode=0700,size=%ldm,nr_inodes=%d,uid=%lu,gid=%lu", o->disk_mb,
+                    CB_SANDBOX_TMPFS_INODES + CB_OVERLAY_SCAN_MAX, (unsigned long) sb->uid,
+                    (unsigned long) sb->gid);
+    if (cb_overlay_plan(&sb->mounts, sb->wd_source, CB_SANDBOX_HOME, buf, sb->uid, sb->gid,
+                        sb->root ? sb->lease.id : 0, &sb->ovl.idmapped, why, sizeof why) < 0) {
+        s_err(sb, "%s", why);
+        return -1;
+    }
+    return 0;
+}
 
 static int s_plan_mounts(cb_sandbox_t *sb) {
     const cb_options_t *o = sb->opts;
@@ -188,9 +221,14 @@ static int s_plan_mounts(cb_sandbox_t *sb) {
     (void) snprintf(buf, sizeof buf, "mode=1777,size=%ldm,nr_inodes=%d", o->disk_mb,
                     CB_SANDBOX_TMPFS_INODES);
     if (cb_mount_plan_tmpfs(p, "/tmp", buf) < 0) return -1;
-    (void) snprintf(buf, sizeof buf, "mode=0700,size=%ldm,nr_inodes=%d,uid=%lu,gid=%lu", o->disk_mb,
-                    CB_SANDBOX_TMPFS_INODES, (unsigned long) sb->uid, (unsigned long) sb->gid);
-    if (cb_mount_plan_tmpfs(p, CB_SANDBOX_HOME, buf) < 0) return -1;
+    if (o->workdir_source != NULL) { /* issue 11: the notebook folder, read-only below */
+        if (s_plan_workdir_source(sb, buf, sizeof buf) < 0) return -1;
+    } else {
+        (void) snprintf(buf, sizeof buf, "mode=0700,size=%ldm,nr_inodes=%d,uid=%lu,gid=%lu",
+                        o->disk_mb, CB_SANDBOX_TMPFS_INODES, (unsigned long) sb->uid,
+                        (unsigned long) sb->gid);
+        if (cb_mount_plan_tmpfs(p, CB_SANDBOX_HOME, buf) < 0) return -1;
+    }
     /* the runner: a copy of its directory in a small read-only tmpfs (a
      * bind would show the build or install path in /proc/self/mountinfo) */
     char rdir[CB_PATH_MAX];
@@ -308,6 +346,7 @@ __attribute__((noreturn)) static void s_init_main(const cb_sandbox_t *sb, int ct
     if (sb->np != NULL && cb_netproxy_child_listen(sb->np) < 0) s_init_fail(ctl, CB_STEP_NET, -1);
     int wfd = open(CB_SANDBOX_HOME, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     s_msg_t wm = {.type = S_MSG_WORKDIR};
+    cb_overlay_last_stats(&wm.ovl);
     if (wfd < 0 || s_send_msg(ctl, &wm, wfd) < 0) s_init_fail(ctl, CB_STEP_WORKDIR, -1);
     close(wfd);
 
@@ -367,6 +406,11 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
         return "the host hides parts of /proc (container runtimes mask it); run the container "
                "with --security-opt systempaths=unconfined, or on the host";
     case CB_STEP_MOUNT:
+        if (e->arg >= 0 && (size_t) e->arg < sb->mounts.n &&
+            sb->mounts.ops[e->arg].kind == CB_MNT_OVERLAY)
+            return e->err == E2BIG ? "--workdir-source: the folder has more than " S_STR(
+                                         CB_OVERLAY_SCAN_MAX) " entries at its top level"
+                                   : "while overlaying the --workdir-source folder";
         if (e->arg >= 0 && (size_t) e->arg < sb->mounts.n) {
             const cb_mount_op_t *op = &sb->mounts.ops[e->arg];
             (void) snprintf(buf, len, "while mounting %s%s%s",
@@ -466,6 +510,13 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
                     : sb->userns ? ", the sandbox's own"
                                  : ", the sandbox's own, no user namespace",
                     sb->limits_desc, sb->opts->disk_mb, sb->opts->open_files, conf);
+    size_t line_len = sb->tier != NULL ? sizeof base : len;
+    size_t used = strlen(line);
+    if (sb->wd_source[0] && used < line_len) /* --workdir-source (truncated, never overrun) */
+        (void) snprintf(line + used, line_len - used,
+                        "; home: a host folder read-only below the tmpfs (dotfiles hidden, %s%s)",
+                        sb->ovl.idmapped ? "read as its owner" : "read as others",
+                        sb->ovl.dirs_cut ? ", directories past the bounds hidden" : "");
     if (sb->tier != NULL) cb_tier_describe(sb->tier, base, buf, len);
 }
 
@@ -514,6 +565,10 @@ static int s_plan(cb_sandbox_t *sb) {
     }
     if (sb->np != NULL && cb_netproxy_plan(sb->np, &sb->mounts, &sb->exec) < 0) {
         s_err(sb, "planning the egress proxy: %s", strerror(errno));
+        return -1;
+    }
+    if (cb_exec_plan_env(&sb->exec, o->env, o->n_env, sb->kernel_pid) < 0) {
+        s_err(sb, "--env: %s", strerror(errno));
         return -1;
     }
     if (cb_seccomp_build(&sb->filter, why, sizeof why) < 0) {
@@ -687,6 +742,13 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
         else
             s_err(sb, "the sandbox's init died during setup");
         return -1;
+    }
+    if (sb->wd_source[0]) {
+        sb->ovl = m.ovl;
+        LOG_I("--workdir-source %s: %lu entries examined, %lu dotfiles and %lu special files "
+              "hidden, %lu directories hidden whole (bounds, mounts, unreadable)%s",
+              sb->wd_source, m.ovl.scanned, m.ovl.dotfiles, m.ovl.specials, m.ovl.dirs_cut,
+              m.ovl.idmapped ? "; read as its owner" : "");
     }
     if (sb->np != NULL) {
         char why[CB_REPORT_LINE_MAX / 2];

@@ -223,6 +223,7 @@ static int s_plan_guest_tree(cb_mount_plan_t *p, const char *runner) {
         case CB_MNT_SYMLINK: rc = cb_mount_plan_symlink(p, op->src, dst); break;
         case CB_MNT_DIR: rc = cb_mount_plan_dir(p, dst, op->mode); break;
         case CB_MNT_TMPFS:
+        case CB_MNT_OVERLAY: /* (--workdir-source, refused with a tier) */
         case CB_MNT_PROC: rc = cb_mount_plan_dir(p, dst, CB_SANDBOX_MKDIR_MODE); break;
         case CB_MNT_BIND_DEV:
         case CB_MNT_RDONLY:

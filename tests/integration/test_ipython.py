@@ -292,3 +292,33 @@ def test_pip_keeps_its_sandbox_messages(pair):
             c = dict(c, text=text)
         stripped.append([ch, t, c])
     assert stripped == theirs, ic.describe(stripped, theirs)
+
+
+def test_blank_cells_take_no_number(pair):
+    """As IPython: a cell of only white space is not counted (execute_input
+    shows the number the next cell will take; the reply the last one)."""
+    same(pair, "1", "   \n\t\n", "", "2")
+
+
+def test_kernel_info_names_ipython_when_the_shell_is_ipython(pair):
+    from .helpers import request
+    ref = request(pair.kernels[ic.REFERENCE].kc, "kernel_info_request", {}).content
+    ours = request(pair.kernels["cellblock"].kc, "kernel_info_request", {}).content
+    assert ours["implementation"] == ref["implementation"] == "ipython"
+    assert ours["implementation_version"] == ref["implementation_version"]
+    assert "cellblock" in ours["banner"] and ours["cellblock_version"]
+
+
+def test_exit_shuts_the_kernel_down_after_its_reply(tmp_path):
+    """exit() in a cell: the reply (with the ask_exit payload) and idle, then
+    the kernel process ends, as ipykernel's does."""
+    from .helpers import Kernel, execute, wait_gone
+    for name in ("cellblock", ic.REFERENCE):
+        k = Kernel(kernel_name=name).start()
+        try:
+            r = execute(k.kc, "exit()")
+            assert r.status == "ok", (name, r.content)
+            assert any(p.get("source") == "ask_exit" for p in r.content["payload"]), name
+            assert not wait_gone({k.pid}, 20), "%s: the kernel did not exit" % name
+        finally:
+            k.stop(check=False)
