@@ -41,6 +41,7 @@
 #define CB_SANDBOX_LANG     "C.UTF-8"                      /* LANG and LC_ALL */
 #define CB_SANDBOX_USER     "user"                         /* USER and passwd name */
 #define CB_SANDBOX_HOSTNAME "cellblock"                    /* uts ns hostname */
+#define CB_SANDBOX_IPYTHONDIR "/tmp/.ipython"              /* IPython's profile dir */
 
 /* ---- per-sandbox host ids (isolate/idpool.h) -------------------------- */
 /* Default range: 0x70000000, the first id above systemd's container range

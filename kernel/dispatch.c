@@ -281,10 +281,10 @@ static void s_execute(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) 
     }
     json_decref(k->last_parent);
     k->last_parent = json_incref(m->header);
-    json_t *f = json_pack("{s:s, s:O, s:b, s:b, s:O, s:b, s:i}", "type", "execute", "code", code,
+    json_t *f = json_pack("{s:s, s:O, s:b, s:b, s:o, s:b, s:i}", "type", "execute", "code", code,
                           "silent", k->ex_silent, "store_history", k->ex_store, "user_expressions",
-                          ue ? ue : json_object(), "allow_stdin", k->ex_stdin, "execution_count",
-                          k->ex_shown);
+                          ue ? json_incref(ue) : json_object(), "allow_stdin", k->ex_stdin,
+                          "execution_count", k->ex_shown);
     s_to_session(k, m, CB_REQ_EXECUTE, f);
 }
 

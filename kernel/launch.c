@@ -190,7 +190,10 @@ static void s_report(cb_launch_t *r, char *msg, size_t len, int passed_fd) {
     } else if (S_IS("started")) {
         r->runner_pid = (pid_t) strtol(rest, NULL, 10);
     } else if (S_IS("exit")) {
+        /* how the runner ended, which is what the user wants to know: it
+         * replaces what waitpid said about the launcher, if that came first */
         r->exit_reported = true;
+        r->exit_code = r->exit_signal = -1;
         const char *p;
         if ((p = strstr(rest, "code="))) r->exit_code = (int) strtol(p + 5, NULL, 10);
         if ((p = strstr(rest, "signal="))) r->exit_signal = (int) strtol(p + 7, NULL, 10);

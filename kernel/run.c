@@ -11,6 +11,7 @@
 #include "kernel/run.h"
 
 #include "artifacts/artifacts.h"
+#include "isolate/limits.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
 #include "kernel/options.h"

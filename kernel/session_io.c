@@ -200,6 +200,12 @@ void cb_sio_process(cb_session_t *s) {
             cb_rframe_clear(&f);
         } else {
             LOG_W("dropped a runner frame: %s", why);
+            /* the runner waits for the ack of an ordered frame even when the
+             * kernel refuses it (metadata over its limit, too many values):
+             * without one an honest cell hangs until its timeout and loses
+             * its sandbox.  (No ack for what names no ordered type: the
+             * runner is not waiting, and would read a stray one as a request.) */
+            if (cb_rframe_needs_ack(f.type) && s->proc.ev_fd >= 0) cb_sio_send_ack(s);
         }
         s->in_off += used; /* no memmove per frame: compacted before the next read */
         if (!cb_bucket_ready(&s->frames, cb_now_ms())) break;

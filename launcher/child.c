@@ -92,7 +92,11 @@ int cb_exec_plan_init(cb_exec_plan_t *p, const char *python, const char *runner,
         s_env(p, &n, "LANG", CB_SANDBOX_LANG) < 0 || s_env(p, &n, "LC_ALL", CB_SANDBOX_LANG) < 0 ||
         s_env(p, &n, "TERM", "dumb") < 0 || s_env(p, &n, "MPLBACKEND", "Agg") < 0 ||
         s_env(p, &n, "PYTHONDONTWRITEBYTECODE", "1") < 0 || s_env(p, &n, "CELLBLOCK", "1") < 0 ||
-        s_env(p, &n, "TMPDIR", "/tmp") < 0 || s_env(p, &n, "USER", user) < 0)
+        s_env(p, &n, "TMPDIR", "/tmp") < 0 || s_env(p, &n, "USER", user) < 0 ||
+        /* IPython's profile (history, %store) outside the working directory,
+         * which is also HOME: under ipykernel a notebook's folder has no
+         * .ipython in it either */
+        s_env(p, &n, "IPYTHONDIR", CB_SANDBOX_IPYTHONDIR) < 0)
         return -1;
     p->envp[n] = NULL;
     p->argv[0] = p->python;

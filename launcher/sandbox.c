@@ -404,7 +404,8 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
     switch (e->step) {
     case CB_STEP_PROC:
         return "the host hides parts of /proc (container runtimes mask it); run the container "
-               "with --security-opt systempaths=unconfined, or on the host";
+               "with /proc unmasked (podman: --security-opt unmask=/proc/*; Docker: "
+               "systempaths=unconfined; docs/DEPLOY.md), or on the host";
     case CB_STEP_MOUNT:
         if (e->arg >= 0 && (size_t) e->arg < sb->mounts.n &&
             sb->mounts.ops[e->arg].kind == CB_MNT_OVERLAY)
@@ -711,9 +712,10 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
     gid_t host_gid = sb->root ? (gid_t) sb->lease.id : getgid();
     if (sb->userns &&
         cb_userns_write_maps(sb->init, sb->uid, host_uid, sb->gid, host_gid, !sb->root) < 0) {
+        int e = errno; /* the diagnosis reads files: keep the write's errno */
         char why[CB_REPORT_LINE_MAX / 2];
-        cb_userns_diagnose(errno, why, sizeof why);
-        s_err(sb, "cannot map ids into the user namespace (%s): %s", strerror(errno), why);
+        cb_userns_diagnose(e, why, sizeof why);
+        s_err(sb, "cannot map ids into the user namespace (%s): %s", strerror(e), why);
         return -1;
     }
     /* Two steps: init builds the filesystem while the cgroup attach runs
