@@ -48,6 +48,7 @@ static const char *const s_step_names[CB_STEP_COUNT] = {
     [CB_STEP_FDS] = "close_range",
     [CB_STEP_SECCOMP] = "loading the seccomp filter",
     [CB_STEP_EXEC] = "execve of the interpreter",
+    [CB_STEP_TIER] = "starting the isolation tier",
 };
 
 const char *cb_step_name(int step) {

@@ -39,6 +39,7 @@ typedef enum {
     CB_STEP_FDS,       /* close_range */
     CB_STEP_SECCOMP,   /* loading the filter */
     CB_STEP_EXEC,      /* execve */
+    CB_STEP_TIER,      /* starting the isolation tier (launcher/tier.h) */
     CB_STEP_COUNT
 } cb_step_t;
 

@@ -218,6 +218,11 @@ static const cb_flag_t s_table[] = {
      "kernel", "what goes to the log (stderr)", S_L | S_K, S_OFF(log_level), 0, NULL},
     {"sandbox", CB_FK_CHOICE, S_NO, "", "full", "full|none", "MODE", "sandbox",
      "confinement; 'none' runs code UNCONFINED, for debugging", S_L, S_OFF(sandbox), 0, NULL},
+    {"isolation", CB_FK_CHOICE, S_NO, "", "namespaces", "namespaces|gvisor|microvm", "TIER",
+     "sandbox",
+     "the kernel the code talks to: the host's behind namespaces, gVisor's user-space kernel, or "
+     "a guest kernel in a QEMU micro-VM (docs/SECURITY.md)",
+     S_L, S_OFF(isolation), 0, NULL},
     {"memory", CB_FK_SIZE_MB, S_NUM(CB_OPT_MIN_MEMORY_MB), S_NUM(CB_OPT_MAX_MEMORY_MB), "MiB",
      S_STR(CB_DEFAULT_MEMORY_MB), NULL, "SIZE", "sandbox",
      "memory limit, no swap (MiB, or with a K/M/G suffix)", S_L, S_OFF(memory_mb), 0, NULL},
@@ -470,6 +475,21 @@ int cb_flags_check_network(const cb_config_t *c, char *err, size_t len) {
         return s_fail(err, len,
                       "--workdir-source needs --sandbox full (without a sandbox nothing would "
                       "keep the host folder read-only)");
+    return 0;
+}
+
+int cb_flags_check_isolation(const cb_config_t *c, char *err, size_t len) {
+    if (strcmp(c->isolation, "namespaces") == 0) return 0;
+    if (strcmp(c->sandbox, "none") == 0)
+        return s_fail(err, len, "--isolation %s needs --sandbox full", c->isolation);
+    if (strcmp(c->network, "none") != 0)
+        return s_fail(err, len,
+                      "--isolation %s supports --network none only (its sandbox has no network "
+                      "device and no route to the allowlist proxy)",
+                      c->isolation);
+    if (c->workdir_source != NULL)
+        return s_fail(err, len, "--isolation %s does not take --workdir-source (yet)",
+                      c->isolation);
     return 0;
 }
 

@@ -8,10 +8,14 @@ libseccomp-dev libc-ares-dev python3-jupyter-client python3-ipykernel python3-ju
 python3-pytest python3-numpy python3-pandas python3-matplotlib python3-nbclient python3-tqdm
 jupyter-console python3-notebook python3-nbconvert tmux procps iproute2
 chromium fonts-dejavu-core python3-pip openssl curl python3-jupyter-server
-clang-14 libclang-rt-14-dev llvm-14"
+clang-14 libclang-rt-14-dev llvm-14
+runsc qemu-system-x86 linux-image-amd64 cpio kmod"
 # (clang-14 + libclang-rt-14-dev: the libFuzzer/ASan/UBSan/LSan runtimes of
 # `make fuzz-smoke`, which `make test` runs; the runtimes are only a
 # Recommends of clang-14.  llvm-14: llvm-symbolizer for readable reports.)
+# (runsc: --isolation gvisor; qemu-system-x86 + linux-image-amd64: --isolation
+#  microvm, whose guest kernel scripts/vmimage.sh extracts at build time; the
+#  generic flavour because the cloud one has no 9p)
 # (node + npm for tests/frontends come from the machine's Node 20; see tests/frontends/setup.sh)
 missing=""
 for p in $PKGS; do
