@@ -3,19 +3,24 @@
 # present.  As root it installs what is missing with apt-get; otherwise it
 # prints the exact command and fails.
 set -eu
+#
+# Besides the build and the libraries the tests import, the list has what the
+# README's commands and the tests run: the `jupyter console`, `jupyter notebook`
+# and `jupyter nbconvert` scripts (Debian ships them apart from the Python
+# modules), pip for %pip, tmux, chromium (the browser test; never downloaded).
 PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libsodium-dev
 libseccomp-dev python3-jupyter-client python3-ipykernel python3-jupyter-kernel-test
 python3-pytest python3-numpy python3-pandas python3-matplotlib python3-nbclient
-jupyter-console python3-notebook python3-nbconvert tmux procps iproute2
-chromium fonts-dejavu-core"
-# (node + npm for tests/frontends come from the machine's Node 20; see tests/frontends/setup.sh)
+python3-pip jupyter-console python3-notebook jupyter-notebook python3-nbconvert
+jupyter-nbconvert tmux procps iproute2 chromium fonts-dejavu-core"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' \
         || missing="$missing $p"
 done
 # tests/frontends needs node + npm: use the machine's if it has them (e.g. a
-# NodeSource Node 20, which Debian's npm would conflict with), else Debian's.
+# NodeSource Node 20, which Debian's npm would conflict with), else Debian's
+# (Node 18, which the locked playwright-core supports).
 command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ]; then
