@@ -227,12 +227,13 @@ exec /usr/sbin/chroot / "$@"
 
 say "== fresh root: $ROOT (commit $(git -C "$REPO" log -1 --format='%h %s' "$COMMIT"))"
 start=$(date +%s)
+logsize=$(wc -c <"$LOG")
 CB_FRESH_APT_CACHE_DIR=$APT_CACHE \
 nice -n 10 unshare --mount --pid --fork --propagation private /bin/sh -c "$ENTER" enter "$ROOT" \
     /usr/bin/env -i CB_FRESH_CMDS="$COMMANDS" /bin/sh -c '. /var/tmp/fresh-env; exec /bin/sh /var/tmp/fresh-run.sh' \
     >>"$LOG" 2>&1 &
 runpid=$!
-tail -n +1 --pid=$runpid -f "$LOG" 2>/dev/null || true
+tail -c "+$((logsize + 1))" --pid=$runpid -f "$LOG" 2>/dev/null || true
 status=0
 wait $runpid || status=1
 say "== total $(( $(date +%s) - start )) s, exit $status"
