@@ -208,9 +208,13 @@ def staged_install():
         os.chmod(prefix, 0o755)
         if not _others_can_reach(prefix):
             pytest.fail("%s is not reachable by other users; cannot stage the build" % prefix)
-        # BUILD as the suite's: the sanitizer build stages its own binaries
+        # BUILD as the suite's: the sanitizer build stages its own binaries.
+        # Every destination is named, so no variable a parent make passes
+        # down in MAKEFLAGS can send files outside the prefix.
         r = subprocess.run(["make", "-C", REPO, "--no-print-directory", "-s", "install",
-                            "PREFIX=" + prefix, "BUILD=" + BUILD],
+                            "PREFIX=" + prefix, "DESTDIR=", "BUILD=" + BUILD,
+                            "PYTHON_SITE=" + os.path.join(prefix, "lib", "python3",
+                                                          "dist-packages")],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=300, umask=0o022)
         if r.returncode != 0:
