@@ -177,6 +177,42 @@ if [ -n "$APT_CACHE" ]; then
     mkdir -p "$APT_CACHE/partial"
 fi
 
+# A cgroup of its own in each cgroup v1 hierarchy cellblock uses.  The fresh
+# root has its own pid namespace but shares this machine's cgroup tree, and
+# the launcher names its cgroup after its pid (cellblock-<pid>): without this,
+# a launcher in the fresh root and one on the host (another session's tests)
+# with the same pid number would share, and then kill, one cgroup.  Whatever
+# is left in it afterwards is a leak the summary reports.
+CG_NAME=cbfresh-$$
+CG_DIRS=""
+for ctrl in memory pids cpu freezer; do
+    mnt=$(awk -v c="$ctrl" '/ - cgroup cgroup / { n = split($NF, o, ",");
+              for (i = 1; i <= n; i++) if (o[i] == c) { print $5; exit } }' /proc/self/mountinfo)
+    [ -n "$mnt" ] || continue
+    own=$(awk -F: -v c="$ctrl" '{ n = split($2, o, ",");
+              for (i = 1; i <= n; i++) if (o[i] == c) { print $3; exit } }' /proc/self/cgroup)
+    d=$mnt${own%/}/$CG_NAME
+    case " $CG_DIRS " in *" $d "*) continue ;; esac
+    mkdir "$d" 2>/dev/null || continue
+    CG_DIRS="$CG_DIRS $d"
+    # one group competes like one nice-0 task: give it the weight of nice 10
+    [ "$ctrl" != cpu ] || echo 110 >"$d/cpu.shares" 2>/dev/null || true
+done
+# shellcheck disable=SC2317 # called from the trap and once after the run
+cg_cleanup() {
+    for d in $CG_DIRS; do
+        [ -d "$d" ] || continue
+        left=$(find "$d" -mindepth 1 -type d 2>/dev/null)
+        [ -z "$left" ] || say "== LEFT BEHIND in the check's cgroup: $left"
+        for _ in 1 2 3 4 5 6 7 8 9 10; do   # the namespace's last tasks may still be exiting
+            find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+            [ -d "$d" ] || break
+            sleep 1
+        done
+    done
+}
+trap cg_cleanup EXIT
+
 # ---- 3. the commands, inside the fresh root ---------------------------------
 COMMANDS=${CB_FRESH_COMMANDS:-make demo; make test}
 cat >"$ROOT/var/tmp/fresh-run.sh" <<EOF
@@ -208,6 +244,7 @@ EOF
 ENTER='
 set -eu
 R=$1; shift
+for d in $CB_FRESH_CGROUPS; do echo $$ >"$d/cgroup.procs"; done
 mount --bind "$R" "$R"
 mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
 mount --rbind /sys "$R/sys"
@@ -228,7 +265,7 @@ exec /usr/sbin/chroot / "$@"
 say "== fresh root: $ROOT (commit $(git -C "$REPO" log -1 --format='%h %s' "$COMMIT"))"
 start=$(date +%s)
 logsize=$(wc -c <"$LOG")
-CB_FRESH_APT_CACHE_DIR=$APT_CACHE \
+CB_FRESH_APT_CACHE_DIR=$APT_CACHE CB_FRESH_CGROUPS=$CG_DIRS \
 nice -n 10 unshare --mount --pid --fork --propagation private /bin/sh -c "$ENTER" enter "$ROOT" \
     /usr/bin/env -i CB_FRESH_CMDS="$COMMANDS" /bin/sh -c '. /var/tmp/fresh-env; exec /bin/sh /var/tmp/fresh-run.sh' \
     >>"$LOG" 2>&1 &
@@ -236,12 +273,13 @@ runpid=$!
 tail -c "+$((logsize + 1))" --pid=$runpid -f "$LOG" 2>/dev/null || true
 status=0
 wait $runpid || status=1
+cg_cleanup
 say "== total $(( $(date +%s) - start )) s, exit $status"
 echo "== summary"
-grep -E '^== [^:]+: exit|^=* *[0-9]+ (passed|failed|errors?|skipped).* in [0-9.]+s|^== total' "$LOG" || true
+grep -E '^== [^:]+: exit|^=* *[0-9]+ (passed|failed|errors?|skipped).* in [0-9.]+s|^== total|^== LEFT' "$LOG" || true
 
 if [ "$SHELL_AFTER" = 1 ]; then
-    unshare --mount --pid --fork --propagation private /bin/sh -c "$ENTER" enter "$ROOT" \
+    CB_FRESH_APT_CACHE_DIR=$APT_CACHE CB_FRESH_CGROUPS=$CG_DIRS unshare --mount --pid --fork --propagation private /bin/sh -c "$ENTER" enter "$ROOT" \
         /usr/bin/env -i /bin/sh -c '. /var/tmp/fresh-env; cd /root; exec /bin/bash -i' 
 fi
 if [ "$KEEP" = 0 ]; then
