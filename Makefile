@@ -49,6 +49,17 @@ LAUNCHER_SRC  := $(filter-out launcher/main.c,$(wildcard launcher/*.c))
 KERNEL_SRC    := $(filter-out kernel/main.c,$(wildcard kernel/*.c))
 LIB_SRC       := $(ISOLATE_SRC) $(ARTIFACTS_SRC) $(LAUNCHER_SRC) $(KERNEL_SRC)
 LIB_OBJ       := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+# One static archive per folder, linked in DESIGN.md's dependency order
+# (kernel -> launcher -> isolate, kernel -> artifacts -> isolate): a single
+# pass over the archives means a call against that direction (isolate
+# calling up into the kernel, say) fails to link.  The launcher links
+# without artifacts/ and kernel/ at all.
+ISOLATE_A     := $(BUILD)/lib/libcb_isolate.a
+ARTIFACTS_A   := $(BUILD)/lib/libcb_artifacts.a
+LAUNCHER_A    := $(BUILD)/lib/libcb_launcher.a
+KERNEL_A      := $(BUILD)/lib/libcb_kernel.a
+KERNEL_LIBS   := $(KERNEL_A) $(LAUNCHER_A) $(ARTIFACTS_A) $(ISOLATE_A)
+LAUNCHER_LIBS := $(LAUNCHER_A) $(ISOLATE_A)
 UNIT_SRC      := $(wildcard tests/unit/test_*.c)
 UNIT_BIN      := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -73,16 +84,21 @@ $(BUILD)/obj/%.o: %.c $(DEPS_OK)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/libcellblock.a: $(LIB_OBJ)
+$(ISOLATE_A): $(ISOLATE_SRC:%.c=$(BUILD)/obj/%.o)
+$(ARTIFACTS_A): $(ARTIFACTS_SRC:%.c=$(BUILD)/obj/%.o)
+$(LAUNCHER_A): $(LAUNCHER_SRC:%.c=$(BUILD)/obj/%.o)
+$(KERNEL_A): $(KERNEL_SRC:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/lib/%.a:
+	@mkdir -p $(@D)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
-$(KERNEL_BIN): $(BUILD)/obj/kernel/main.o $(BUILD)/libcellblock.a
+$(KERNEL_BIN): $(BUILD)/obj/kernel/main.o $(KERNEL_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 	ln -sf cellblock-kernel $(@D)/cellblock
 
-$(LAUNCHER_BIN): $(BUILD)/obj/launcher/main.o $(BUILD)/libcellblock.a
+$(LAUNCHER_BIN): $(BUILD)/obj/launcher/main.o $(LAUNCHER_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -105,14 +121,20 @@ $(KSPEC): $(KERNEL_BIN) kernelspec/kernel.json.in $(wildcard kernelspec/logo-*)
 	    -e 's|@PYTHON@|$(SANDBOX_PYTHON)|g' kernelspec/kernel.json.in > $@
 	cp kernelspec/logo-* $(@D)/ 2>/dev/null || true
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/tap.h $(BUILD)/libcellblock.a
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/tap.h $(KERNEL_LIBS)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) $(LDFLAGS) -iquote tests/unit -o $@ $< \
-	    $(BUILD)/libcellblock.a $(PKG_LIBS)
+	    $(KERNEL_LIBS) $(PKG_LIBS)
 
-unit: $(UNIT_BIN) all
+unit: $(UNIT_BIN) all check-layers
 	@set -e; for t in $(UNIT_BIN); do echo "# $$t"; $$t; done
+
+# DESIGN.md's layers, for headers too: isolate/ includes only isolate/,
+# artifacts/ and launcher/ only themselves and isolate/.
+.PHONY: check-layers
+check-layers:
+	@sh scripts/check-layers.sh
 
 # npm deps of tests/frontends (playwright-core; the browser is Debian's chromium)
 .PHONY: frontend-deps
@@ -155,4 +177,32 @@ indent:
 clean:
 	rm -rf $(BUILD)
 
+# ---- cellblock-proxy: the egress proxy of --network allow: (proxy/) --------
+# Installed next to the launcher, which starts one per sandbox; the allowlist
+# grammar it shares with the kernel and the launcher is launcher/netrules.c.  c-ares
+# resolves names inside its poll loop; libseccomp builds its own filter.
+PROXY_PKGS := libcares libseccomp
+PROXY_SRC  := $(filter-out proxy/main.c,$(wildcard proxy/*.c))
+PROXY_OBJ  := $(PROXY_SRC:%.c=$(BUILD)/obj/%.o)
+PROXY_BIN  := $(BUILD)/libexec/cellblock/cellblock-proxy
+PROXY_LIBS  = $(shell pkg-config --libs $(PROXY_PKGS) 2>/dev/null)
+PROXY_UNIT := $(filter $(BUILD)/tests/test_proxy%,$(UNIT_BIN))
+
+all: $(PROXY_BIN)
+
+$(PROXY_BIN): $(BUILD)/obj/proxy/main.o $(PROXY_OBJ) $(LAUNCHER_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PROXY_LIBS)
+
+# unit tests of the proxy link its objects and libraries too
+$(PROXY_UNIT): $(PROXY_OBJ)
+$(PROXY_UNIT): PKG_LIBS += $(PROXY_OBJ) $(KERNEL_LIBS) $(PROXY_LIBS)
+
+.PHONY: install-proxy
+install: install-proxy
+install-proxy: all
+	install -d $(DESTDIR)$(PREFIX)/libexec/cellblock
+	install -m 755 $(PROXY_BIN) $(DESTDIR)$(PREFIX)/libexec/cellblock/
+
+-include $(PROXY_OBJ:.o=.d) $(BUILD)/obj/proxy/main.d
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/kernel/main.d $(BUILD)/obj/launcher/main.d

@@ -54,20 +54,30 @@ struct cb_artifacts {
 
 /* State of one collect. */
 typedef struct {
-    cb_artifacts_t *self; /* the collector */
-    int rootfd;           /* readable fd of the working directory */
-    json_t *bundles;      /* display_data contents (borrowed) */
-    json_t *summary;      /* execute_reply summary (borrowed) */
-    json_t *skipped;      /* notice items, at most CB_ARTIFACTS_NOTICE_MAX_ITEMS */
-    size_t n_skipped;     /* items skipped in all */
-    size_t files_sent;    /* bundles built (without the notice) */
-    size_t bytes_sent;    /* file bytes in them */
-    size_t bytes_read;    /* file bytes read, sent or not */
-    size_t read_budget;   /* bytes_read stops here */
-    s_seen_t *next;       /* the state that replaces self->seen */
-    size_t n_next;        /* entries used */
-    size_t cap_next;      /* entries allocated */
+    cb_artifacts_t *self;      /* the collector */
+    int rootfd;                /* readable fd of the working directory */
+    json_t *bundles;           /* display_data contents (borrowed), unless emit is set */
+    cb_artifacts_emit_fn emit; /* hands out each bundle as soon as it is built, or NULL */
+    void *emit_ud;             /* for emit */
+    json_t *summary;           /* execute_reply summary (borrowed) */
+    json_t *skipped;           /* notice items, at most CB_ARTIFACTS_NOTICE_MAX_ITEMS */
+    size_t n_skipped;          /* items skipped in all */
+    size_t files_sent;         /* bundles built (without the notice) */
+    size_t bytes_sent;         /* file bytes in them */
+    size_t bytes_read;         /* file bytes read, sent or not */
+    size_t read_budget;        /* bytes_read stops here */
+    s_seen_t *next;            /* the state that replaces self->seen */
+    size_t n_next;             /* entries used */
+    size_t cap_next;           /* entries allocated */
 } s_collect_t;
+
+/* Hands one finished bundle (a new reference, stolen) out or keeps it. */
+static int s_emit(s_collect_t *c, json_t *bundle) {
+    if (c->emit == NULL) return json_array_append_new(c->bundles, bundle);
+    c->emit(c->emit_ud, bundle);
+    json_decref(bundle);
+    return 0;
+}
 
 /* ---- limits and lifecycle --------------------------------------------- */
 
@@ -360,7 +370,7 @@ static int s_append_notice(s_collect_t *c) {
                           "cellblock", "artifact_notice", "skipped", c->skipped, "total",
                           (json_int_t) c->n_skipped);
     if (b == NULL) return -1;
-    return json_array_append_new(c->bundles, b);
+    return s_emit(c, b);
 }
 
 /* ---- bundles ----------------------------------------------------------- */
@@ -505,9 +515,11 @@ static s_build_t s_bundle(s_collect_t *c, const cb_artifacts_fs_item_t *it,
         json_t *dims = json_pack("{s:I, s:I}", "width", (json_int_t) w, "height", (json_int_t) h);
         if (dims == NULL || json_object_set_new(meta, mime, dims) < 0) return S_FATAL;
     }
-    json_t *bundle = json_pack("{s:O, s:O}", "data", data, "metadata", meta);
-    if (bundle == NULL || json_array_append_new(c->bundles, bundle) < 0) return S_FATAL;
     if (json_array_append(c->summary, summary) < 0) return S_FATAL;
+    json_t *bundle = json_pack("{s:O, s:O}", "data", data, "metadata", meta);
+    /* the file's bytes are no longer needed once encoded: publish at once, so
+     * at most one bundle is held at a time */
+    if (bundle == NULL || s_emit(c, bundle) < 0) return S_FATAL;
     LOG_D("artifact %s: %zu bytes as %s", shown, len, mime);
     return S_BUILT;
 }
@@ -641,6 +653,11 @@ static int s_other(s_collect_t *c, const cb_artifacts_fs_item_t *it, const s_see
 /* ---- collect ----------------------------------------------------------- */
 
 json_t *cb_artifacts_collect(cb_artifacts_t *self, int dirfd, json_t **summary_out) {
+    return cb_artifacts_collect_each(self, dirfd, NULL, NULL, summary_out);
+}
+
+json_t *cb_artifacts_collect_each(cb_artifacts_t *self, int dirfd, cb_artifacts_emit_fn emit,
+                                  void *ud, json_t **summary_out) {
     if (summary_out) *summary_out = NULL;
     json_auto_t *bundles = json_array();
     json_auto_t *summary = json_array();
@@ -668,6 +685,8 @@ json_t *cb_artifacts_collect(cb_artifacts_t *self, int dirfd, json_t **summary_o
         .self = self,
         .rootfd = rootfd,
         .bundles = bundles,
+        .emit = emit,
+        .emit_ud = ud,
         .summary = summary,
         .skipped = skipped,
     };

@@ -64,6 +64,12 @@ void cb_artifacts_reset(cb_artifacts_t *self);
  * unchanged.
  */
 json_t *cb_artifacts_collect(cb_artifacts_t *self, int dirfd, json_t **summary_out);
+/* The same, but each bundle is handed to emit (borrowed, valid during the
+ * call) as soon as it is built and then freed, so a collect holds at most
+ * one file's bundle at a time; the array returned is then empty. */
+typedef void (*cb_artifacts_emit_fn)(void *ud, const json_t *bundle);
+json_t *cb_artifacts_collect_each(cb_artifacts_t *self, int dirfd, cb_artifacts_emit_fn emit,
+                                  void *ud, json_t **summary_out);
 
 /* ---- test hooks (tests/unit/test_artifacts.c) -------------------------- */
 

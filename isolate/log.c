@@ -43,6 +43,7 @@ int cb_log_parse_level(const char *name, cb_log_level_t *out) {
 
 void cb_log_set_ident(const char *ident) { s_ident = ident; }
 void cb_log_set_fd(int fd) { s_fd = fd; }
+int cb_log_get_fd(void) { return s_fd; }
 
 void cb_log_write(cb_log_level_t level, const char *fn, int line, bool with_errno, int err,
                   const char *fmt, ...) {

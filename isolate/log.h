@@ -31,6 +31,8 @@ int cb_log_parse_level(const char *name, cb_log_level_t *out);
 void cb_log_set_ident(const char *ident);
 /* Sets the fd the log goes to (default 2). */
 void cb_log_set_fd(int fd);
+/* The fd the log goes to (the launcher hands it to the egress proxy). */
+int cb_log_get_fd(void);
 
 void cb_log_write(cb_log_level_t level, const char *fn, int line, bool with_errno, int err,
                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));

@@ -28,7 +28,7 @@
 #define CB_FD_EVENT         3                              /* event socket, kept by the runner */
 #define CB_FD_REPORT        4                              /* report socket, launcher only */
 #define CB_RUNNER_ARGC_MAX  8                              /* python -I -u FILE NULL */
-#define CB_ENV_MAX          16                             /* entries of the runner's env */
+#define CB_ENV_MAX          24                             /* entries of the runner's env */
 #define CB_ENV_ENTRY_MAX    512                            /* bytes of one env entry */
 #define CB_REPORT_PUMP_MAX  256                            /* log datagrams relayed per pump */
 #define CB_REAP_LOOP_MAX    4096                           /* waitpid(WNOHANG) per SIGCHLD */

@@ -9,7 +9,7 @@
  */
 #include "kernel/auth.h"
 
-#include "log.h"
+#include "isolate/log.h"
 
 #include <sodium.h>
 #include <stdlib.h>
@@ -141,15 +141,14 @@ static void s_remember(cb_auth_t *self, const uint8_t d[CB_AUTH_DIGEST]) {
 int cb_auth_verify(cb_auth_t *self, const char *hex, size_t hex_len,
                    const cb_auth_part_t parts[4]) {
     if (self->key_len == 0) return 0;
-    uint8_t got[CB_AUTH_DIGEST];
-    size_t bin_len = 0;
-    if (hex_len != 2 * CB_AUTH_DIGEST ||
-        sodium_hex2bin(got, sizeof got, hex, hex_len, NULL, &bin_len, NULL) != 0 ||
-        bin_len != CB_AUTH_DIGEST)
-        return -1;
+    if (hex_len != 2 * CB_AUTH_DIGEST) return -1;
     uint8_t want[CB_AUTH_DIGEST];
     s_hmac(self, parts, want);
-    if (sodium_memcmp(got, want, CB_AUTH_DIGEST) != 0) return -1;
+    /* the exact lowercase hex the reference Session (hmac.hexdigest) sends:
+     * an uppercase digest is a different signature */
+    char want_hex[2 * CB_AUTH_DIGEST + 1];
+    sodium_bin2hex(want_hex, sizeof want_hex, want, CB_AUTH_DIGEST);
+    if (sodium_memcmp(hex, want_hex, 2 * CB_AUTH_DIGEST) != 0) return -1;
     if (s_seen(self, want)) return -2;
     s_remember(self, want);
     return 0;

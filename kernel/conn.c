@@ -7,8 +7,8 @@
  */
 #include "kernel/conn.h"
 
-#include "log.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "isolate/util.h"
 
 #include <fcntl.h>
 #include <jansson.h>

@@ -1,11 +1,14 @@
 /*
- * frame.h - length-prefixed JSON frames between kernel and runner
- * (docs/RUNNER_PROTOCOL.md section 3).
+ * frame.h - frames between kernel and runner (docs/RUNNER_PROTOCOL.md
+ * section 3): the length-prefixed codec, and the frame table that turns a
+ * runner frame into a checked, typed struct.
  *
- * The runner is untrusted: cb_frame_extract bounds the length, parses with
- * json_loadb, and insists on an object with a string "type".  A length over
- * the limit or of zero is fatal for the stream (it cannot be re-synchronised);
- * a frame with bad JSON or shape is skippable.
+ * The runner is untrusted.  A frame's length is bounded before any byte of
+ * it is kept; its JSON is measured (values and nesting) before jansson builds
+ * a single object, so a small frame cannot become a large tree; then one
+ * json_unpack_ex per type, with that type's own size limit, produces a
+ * cb_rframe_t.  A frame that fails any check is dropped with a reason; only a
+ * broken length prefix is fatal for the stream (it cannot be re-synchronised).
  */
 #ifndef CB_FRAME_H
 #define CB_FRAME_H
@@ -16,22 +19,105 @@
 #include <stdint.h>
 
 enum {
-    CB_FRAME_OK = 0,     /* *out holds a new reference */
+    CB_FRAME_OK = 0,     /* one whole frame: body and body_len point into buf */
     CB_FRAME_NEED = 1,   /* not enough bytes yet */
-    CB_FRAME_BAD = -1,   /* one frame consumed, but it is not a valid object: drop it */
     CB_FRAME_FATAL = -2, /* length prefix out of range: the stream is unusable */
 };
 
-/* Tries to take one frame from buf[0..len).  On OK/BAD *consumed is the
- * number of bytes used; *out is a new reference (OK only). */
-int cb_frame_extract(const uint8_t *buf, size_t len, size_t max, size_t *consumed, json_t **out);
-/* Encodes v (borrowed) as one frame into a new malloc'd buffer *out of *out_len
- * bytes. 0 ok, -1 too large or out of memory. */
+/* Finds the first frame in buf[0..len): its body and the bytes it spans. */
+int cb_frame_extract(const uint8_t *buf, size_t len, size_t max, const uint8_t **body,
+                     size_t *body_len, size_t *consumed);
+/* Encodes v (borrowed) as one frame into a new malloc'd buffer *out of
+ * *out_len bytes. 0 ok, -1 too large, too deep or out of memory. */
 int cb_frame_encode(const json_t *v, size_t max, uint8_t **out, size_t *out_len);
 
-/* True for frames the runner waits on with an ack (they must keep their
- * place among stdout/stderr): display, update_display, execute_result,
- * clear_output, error.  f is borrowed. */
-bool cb_frame_needs_ack(const json_t *f);
+/* Counts the JSON text's values and keys (*nodes) and its deepest nesting
+ * (*depth) without building anything.  Only as exact as a bound needs to be:
+ * every value jansson would allocate is counted at least once. */
+void cb_json_measure(const char *text, size_t len, size_t *nodes, size_t *depth);
+
+/* What the runner can send. */
+typedef enum {
+    CB_RF_HELLO,
+    CB_RF_DISPLAY,
+    CB_RF_UPDATE_DISPLAY,
+    CB_RF_EXECUTE_RESULT,
+    CB_RF_CLEAR_OUTPUT,
+    CB_RF_ERROR,
+    CB_RF_INPUT_REQUEST,
+    CB_RF_DONE,
+    CB_RF_COMPLETE_REPLY,
+    CB_RF_INSPECT_REPLY,
+    CB_RF_IS_COMPLETE_REPLY,
+    CB_RF_BAD_REQUEST,
+    CB_RF_STARTED,
+    CB_RF_COUNT,
+} cb_rframe_type_t;
+
+/* When a frame type is accepted (cb_rframe_when bits). */
+#define CB_WHEN_STARTING 1u /* before hello */
+#define CB_WHEN_IDLE     2u /* no request in flight (late output of threads) */
+#define CB_WHEN_EXECUTE  4u /* an execute is in flight */
+#define CB_WHEN_ASSIST   8u /* a complete/inspect/is_complete is in flight */
+#define CB_WHEN_RUNNING  (CB_WHEN_IDLE | CB_WHEN_EXECUTE | CB_WHEN_ASSIST)
+
+/* A checked runner frame.  Pointers are borrowed from root. */
+typedef struct {
+    cb_rframe_type_t type; /* which */
+    json_t *root;          /* the whole frame (owned; cb_rframe_clear) */
+    size_t bytes;          /* its encoded size */
+    bool has_seq;          /* seq was present */
+    json_int_t seq;        /* the request it belongs to */
+    union {
+        struct {
+            json_int_t version;
+            const char *python_version, *shell, *shell_version;
+        } hello;
+        struct {
+            json_t *data, *metadata, *transient; /* metadata/transient may be NULL */
+        } bundle;                                /* display, update_display, execute_result */
+        struct {
+            int wait;
+        } clear;
+        struct {
+            const char *ename, *evalue;
+            json_t *traceback; /* array of strings */
+        } error;
+        struct {
+            const char *prompt;
+            int password;
+        } input;
+        struct {
+            const char *status;                 /* "ok" or "error" */
+            json_t *user_expressions, *payload; /* may be NULL */
+            const char *ename, *evalue;         /* may be NULL */
+            json_t *traceback;                  /* may be NULL */
+        } done;
+        struct {
+            json_t *matches, *metadata;          /* metadata may be NULL */
+            json_int_t cursor_start, cursor_end; /* -1 when absent */
+        } complete;
+        struct {
+            int found;
+            json_t *data, *metadata; /* may be NULL */
+        } inspect;
+        struct {
+            const char *status, *indent; /* indent may be NULL */
+        } is_complete;
+        struct {
+            const char *error;
+        } bad;
+    } u;
+} cb_rframe_t;
+
+/* Parses and checks one frame body.  0: *out filled (root is a new
+ * reference); -1: dropped, with the reason in why. */
+int cb_rframe_parse(const uint8_t *body, size_t len, cb_rframe_t *out, char *why, size_t why_len);
+void cb_rframe_clear(cb_rframe_t *f);
+/* The type's name, whether the runner waits for an ack after it (it must
+ * keep its place among stdout/stderr), and when it is accepted. */
+const char *cb_rframe_name(cb_rframe_type_t t);
+bool cb_rframe_needs_ack(cb_rframe_type_t t);
+unsigned cb_rframe_when(cb_rframe_type_t t);
 
 #endif

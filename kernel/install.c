@@ -9,9 +9,9 @@
  */
 #include "kernel/install.h"
 
+#include "isolate/limits.h"
+#include "isolate/util.h"
 #include "kernel/options.h"
-#include "limits.h"
-#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -125,7 +125,7 @@ int cb_install_main(int argc, char **argv) {
     /* Validate the kernel options with the kernel's own parser. */
     cb_opts_t *o = calloc(1, sizeof *o);
     if (o == NULL) return 1;
-    int rc = cb_opts_parse(nk, kargs, o);
+    int rc = cb_opts_parse(nk, kargs, o, "cellblock-kernel install", NULL, NULL);
     if (rc != CB_OPTS_RUN) {
         free(o);
         return rc == CB_OPTS_EXIT_OK ? 0 : 2;
@@ -177,15 +177,17 @@ int cb_install_main(int argc, char **argv) {
         snprintf(dname, sizeof dname, "%s", display);
     } else {
         int l = snprintf(dname, sizeof dname, "Python 3 (cellblock");
-        if (o->memory_mb != CB_DEFAULT_MEMORY_MB)
-            l += snprintf(dname + l, sizeof dname - (size_t) l, ", %ld MiB", o->memory_mb);
-        if (o->timeout_s != CB_DEFAULT_TIMEOUT_S)
-            l += snprintf(dname + l, sizeof dname - (size_t) l, ", %ld s", o->timeout_s);
-        if (strcmp(o->network, "host") == 0)
+        if (o->c.memory_mb != CB_DEFAULT_MEMORY_MB)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", %ld MiB", o->c.memory_mb);
+        if (o->c.timeout_s != CB_DEFAULT_TIMEOUT_S)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", %ld s", o->c.timeout_s);
+        if (strcmp(o->c.network, "host") == 0)
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", host network");
+        else if (strncmp(o->c.network, "allow:", 6) == 0)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", network allowlist");
         else if (nk > 3)
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", no network");
-        if (strcmp(o->sandbox, "none") == 0)
+        if (strcmp(o->c.sandbox, "none") == 0)
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", UNSANDBOXED");
         snprintf(dname + l, sizeof dname - (size_t) l, ")");
     }

@@ -2,11 +2,11 @@
  * main.c - cellblock-kernel entry point: parse options, set up logging,
  * run the kernel.  Exit status 2 = bad usage or unsupported connection file.
  */
+#include "isolate/log.h"
 #include "kernel/install.h"
 #include "kernel/kernel.h"
-#include "kernel/run.h"
 #include "kernel/options.h"
-#include "log.h"
+#include "kernel/run.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
     }
     cb_opts_t *opts = calloc(1, sizeof *opts);
     if (opts == NULL) return 1;
-    int rc = cb_opts_parse(argc, argv, opts);
+    int rc = cb_opts_parse(argc, argv, opts, "cellblock-kernel", NULL, NULL);
     if (rc != CB_OPTS_RUN) {
         free(opts);
         return rc == CB_OPTS_EXIT_OK ? 0 : 2;

@@ -1,57 +1,45 @@
 /*
- * options.h - cellblock-kernel's command line.
+ * options.h - cellblock-kernel's command line, on top of the flag table.
  *
- * Every limit is a flag so a kernelspec's argv fixes it.  Values are
- * validated here, with a message naming the flag, before anything starts;
- * the sandbox flags are forwarded to the launcher in canonical form.
+ * Every flag, the sandbox's included, is parsed and checked here with the
+ * table the launcher uses (launcher/flags.c) before anything is bound or
+ * spawned: a bad value is a message naming the flag and exit status 2.  The
+ * launcher's flags are then rendered once, in canonical form, for every
+ * launcher the kernel starts.  Unknown traitlets-style options
+ * (--HistoryManager.hist_file=:memory:, which nbclient adds for kernels
+ * named python3) are ignored with a warning, as ipykernel would accept them.
  */
 #ifndef CB_OPTIONS_H
 #define CB_OPTIONS_H
 
-#include "log.h"
+#include "isolate/log.h"
+#include "launcher/flags.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
-#define CB_OPTS_MAX_BINDS 32   /* --ro-bind occurrences */
-#define CB_OPTS_FWD_MAX   96   /* launcher argv entries we build */
-#define CB_OPTS_ARG_MAX   4200 /* bytes of one forwarded option value */
-#define CB_VERSION        "0.1.0"
+#define CB_OPTS_FWD_MAX 192 /* launcher argv entries built from the flags */
+#define CB_VERSION      "0.2.0"
 
 typedef struct {
-    const char *connection_file;             /* -f */
-    const char *python;                      /* sandboxed interpreter */
-    const char *launcher;                    /* NULL = next to the binary */
-    const char *runner;                      /* NULL = next to the binary */
-    cb_log_level_t log_level;                /* --log-level */
-    const char *sandbox;                     /* full | none */
-    long memory_mb;                          /* --memory */
-    long pids;                               /* --pids */
-    double cpus;                             /* --cpus */
-    long disk_mb;                            /* --disk */
-    long open_files;                         /* --open-files */
-    long timeout_s;                          /* --timeout (0 = none) */
-    long max_output_mb;                      /* --max-output */
-    const char *network;                     /* none | host */
-    long uid, gid;                           /* -1 = launcher default */
-    const char *ro_binds[CB_OPTS_MAX_BINDS]; /* HOST:SANDBOX */
-    size_t n_ro_binds;                       /* used entries */
-    bool require_limits;                     /* --require-limits */
-    const char *artifacts;                   /* none | images | all */
-    long artifact_max_file_mb;               /* per file */
-    long artifact_max_cell_mb;               /* per cell */
-    long artifact_max_files;                 /* per cell */
-    const char *preload;                     /* comma-separated modules, or NULL */
-    char fwd_store[CB_OPTS_FWD_MAX][32];     /* numeric values rendered for the launcher */
-    char *fwd[CB_OPTS_FWD_MAX + 1];          /* launcher options, NULL-terminated */
+    cb_config_t c;                            /* every flag's value */
+    cb_log_level_t log_level;                 /* c.log_level, parsed */
+    const char *fwd[CB_OPTS_FWD_MAX + 1];     /* launcher flags, NULL-terminated */
+    cb_flag_num_t fwd_store[CB_OPTS_FWD_MAX]; /* text of the forwarded names and numbers */
 } cb_opts_t;
 
 enum { CB_OPTS_RUN = 0, CB_OPTS_EXIT_OK = 1, CB_OPTS_EXIT_USAGE = 2 };
 
-/* Parses argv into *o (argv strings are borrowed).  Returns CB_OPTS_RUN, or
- * EXIT_OK after --help/--version, or EXIT_USAGE after printing why. */
-int cb_opts_parse(int argc, char **argv, cb_opts_t *o);
+/* Extra arguments a caller understands (`cellblock run`: --out, --json,
+ * FILE).  Same contract as cb_flags_other_fn. */
+typedef cb_flags_other_fn cb_opts_extra_fn;
+
+/* Parses argv into *o (argv strings are borrowed).  prog names the program
+ * in messages.  Returns CB_OPTS_RUN, or EXIT_OK after --help/--version, or
+ * EXIT_USAGE after printing why to stderr. */
+int cb_opts_parse(int argc, char **argv, cb_opts_t *o, const char *prog, cb_opts_extra_fn extra,
+                  void *ud);
 void cb_opts_usage(FILE *f);
 /* The artifact collector for these options: a new one, or NULL when
  * --artifacts none. */

@@ -7,8 +7,9 @@
  */
 #include "kernel/wire.h"
 
-#include "limits.h"
-#include "log.h"
+#include "isolate/log.h"
+#include "kernel/bounds.h"
+#include "kernel/frame.h"
 
 #include <sodium.h>
 #include <string.h>
@@ -24,6 +25,7 @@ const char *cb_wire_strerror(int reason) {
     case CB_WIRE_EREPLAY: return "duplicate signature (replay)";
     case CB_WIRE_EJSON: return "a part is not a JSON object";
     case CB_WIRE_EHEADER: return "header lacks msg_id/msg_type";
+    case CB_WIRE_EDEPTH: return "content nested too deeply";
     default: return "unknown";
     }
 }
@@ -39,7 +41,14 @@ void cb_msg_clear(cb_msg_t *m) {
     memset(m, 0, sizeof *m);
 }
 
+static bool s_too_deep(zframe_t *f) {
+    size_t nodes, depth;
+    cb_json_measure((const char *) zframe_data(f), zframe_size(f), &nodes, &depth);
+    return depth > CB_JSON_DEPTH_MAX;
+}
+
 static json_t *s_load_object(zframe_t *f) {
+    if (s_too_deep(f)) return NULL;
     json_t *v = json_loadb((const char *) zframe_data(f), zframe_size(f), 0, NULL);
     if (v != NULL && !json_is_object(v)) {
         json_decref(v);
@@ -72,6 +81,7 @@ int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out) {
     }
     if (delim == n) return -CB_WIRE_ENODELIM;
     if (n - delim - 1 < 5) return -CB_WIRE_ESHORT;
+    if (n - delim - 6 > CB_WIRE_MAX_BUFFERS) return -CB_WIRE_ESIZE;
 
     zframe_t *sig = frames[delim + 1];
     cb_auth_part_t parts[4];
@@ -86,7 +96,8 @@ int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out) {
     out->header = s_load_object(frames[delim + 2]);
     out->parent = s_load_object(frames[delim + 3]);
     out->metadata = s_load_object(frames[delim + 4]);
-    out->content = s_load_object(frames[delim + 5]);
+    bool deep = s_too_deep(frames[delim + 5]);
+    out->content = deep ? json_object() : s_load_object(frames[delim + 5]);
     if (!out->header || !out->parent || !out->metadata || !out->content) {
         cb_msg_clear(out);
         return -CB_WIRE_EJSON;
@@ -100,6 +111,7 @@ int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out) {
     out->msg_type = json_string_value(t);
     out->msg_id = json_string_value(id);
     out->n_buffers = n - delim - 6;
+    int rc = deep ? -CB_WIRE_EDEPTH : 0;
     if (delim > 0) {
         out->idents = calloc(delim, sizeof *out->idents);
         if (out->idents == NULL) {
@@ -110,7 +122,7 @@ int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out) {
             out->idents[i] = zframe_dup(frames[i]);
         out->n_idents = delim;
     }
-    return 0;
+    return rc;
 }
 
 void cb_uuid(char buf[37]) {
@@ -139,23 +151,66 @@ void cb_wire_ctx_init(cb_wire_ctx_t *ctx, cb_auth_t *auth) {
     cb_uuid(ctx->session);
     ctx->username = "cellblock";
     ctx->version = "5.3";
+    atomic_init(&ctx->queued_bytes, 0);
+    atomic_init(&ctx->queued_msgs, 0);
+}
+
+/* A serialised part lent to ZMQ: freed, and uncounted, when ZMQ is done. */
+typedef struct {
+    cb_wire_ctx_t *ctx; /* whose counters */
+    size_t len;         /* bytes counted */
+    bool last;          /* the content part: counts the message */
+} s_lent_t;
+
+static void s_lent_free(void *data, void *hint) {
+    s_lent_t *l = hint;
+    atomic_fetch_sub(&l->ctx->queued_bytes, l->len);
+    if (l->last) atomic_fetch_sub(&l->ctx->queued_msgs, 1);
+    free(data);
+    free(l);
+}
+
+/* Sends bytes (a json_dumps result, stolen) as one part without copying. */
+static int s_send_lent(void *raw, const cb_wire_ctx_t *cctx, char *bytes, bool last) {
+    cb_wire_ctx_t *ctx = (cb_wire_ctx_t *) cctx; /* only its atomic counters change */
+    size_t len = strlen(bytes);
+    s_lent_t *l = malloc(sizeof *l);
+    zmq_msg_t m;
+    if (l == NULL || zmq_msg_init_data(&m, bytes, len, s_lent_free, l) < 0) {
+        free(l);
+        free(bytes);
+        return -1;
+    }
+    *l = (s_lent_t){ctx, len, last};
+    atomic_fetch_add(&ctx->queued_bytes, len);
+    if (last) atomic_fetch_add(&ctx->queued_msgs, 1);
+    int rc = zmq_msg_send(&m, raw, last ? ZMQ_DONTWAIT : ZMQ_DONTWAIT | ZMQ_SNDMORE);
+    if (rc < 0) zmq_msg_close(&m); /* frees through s_lent_free */
+    return rc < 0 ? -1 : 0;
+}
+
+static int s_send_copy(void *raw, const void *data, size_t len) {
+    return zmq_send(raw, data, len, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0 ? -1 : 0;
 }
 
 int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
                  const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
                  json_t *content) {
+    json_auto_t *meta = metadata ? metadata : json_object();
+    json_auto_t *cont = content;
+    if (cont == NULL) {
+        LOG_E("%s: no content (a failed json_pack?): not sent", msg_type);
+        return -1;
+    }
     char msg_id[37], date[32];
     cb_uuid(msg_id);
     cb_iso_now(date);
     json_auto_t *header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", msg_id, "session",
                                     ctx->session, "username", ctx->username, "date", date,
                                     "msg_type", msg_type, "version", ctx->version);
-    json_auto_t *meta = metadata ? metadata : json_object();
-    json_auto_t *cont = content ? content : json_object();
     char *bytes[4] = {NULL, NULL, NULL, NULL};
     int rc = -1;
-    zmsg_t *msg = NULL;
-    if (header == NULL || meta == NULL || cont == NULL) goto out;
+    if (header == NULL || meta == NULL) goto out;
     bytes[0] = json_dumps(header, JSON_COMPACT);
     bytes[1] = parent ? json_dumps(parent, JSON_COMPACT) : strdup("{}");
     bytes[2] = json_dumps(meta, JSON_COMPACT);
@@ -168,34 +223,35 @@ int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *ident
     cb_auth_part_t parts[4];
     for (int k = 0; k < 4; k++)
         parts[k] = (cb_auth_part_t){bytes[k], strlen(bytes[k])};
-    char sig[65];
+    char sig[CB_WIRE_SIG_HEX_LEN + 1];
     cb_auth_sign(ctx->auth, parts, sig);
 
-    msg = zmsg_new();
-    if (topic != NULL || idents == NULL) {
-        if (topic != NULL) {
-            zmsg_addstr(msg, topic);
-        } else if (n_idents == 0 && idents == NULL && zsock_type(sock) == ZMQ_PUB) {
-            char t[128];
-            snprintf(t, sizeof t, "kernel.%s.%s", ctx->session, msg_type);
-            zmsg_addstr(msg, t);
-        }
+    void *raw = zsock_resolve(sock);
+    int bad = 0;
+    if (topic != NULL) {
+        bad |= s_send_copy(raw, topic, strlen(topic));
+    } else if (idents == NULL && zsock_type(sock) == ZMQ_PUB) {
+        char t[128];
+        snprintf(t, sizeof t, "kernel.%s.%s", ctx->session, msg_type);
+        bad |= s_send_copy(raw, t, strlen(t));
     } else {
-        for (size_t i = 0; i < n_idents; i++)
-            zmsg_append(msg, &(zframe_t *){zframe_dup(idents[i])});
+        for (size_t i = 0; i < n_idents && !bad; i++)
+            bad |= s_send_copy(raw, zframe_data(idents[i]), zframe_size(idents[i]));
     }
-    zmsg_addstr(msg, CB_WIRE_DELIM);
-    zmsg_addstr(msg, sig);
-    for (int k = 0; k < 4; k++)
-        zmsg_addmem(msg, bytes[k], strlen(bytes[k]));
-    if (zmsg_send(&msg, sock) != 0) {
-        LOG_W("zmsg_send %s failed: %s", msg_type, zmq_strerror(zmq_errno()));
+    bad |= s_send_copy(raw, CB_WIRE_DELIM, sizeof CB_WIRE_DELIM - 1);
+    bad |= s_send_copy(raw, sig, strlen(sig));
+    for (int k = 0; k < 4; k++) {
+        /* each part is lent even after a failure, so none leaks */
+        bad |= s_send_lent(raw, ctx, bytes[k], k == 3);
+        bytes[k] = NULL;
+    }
+    if (bad) {
+        LOG_W("sending %s failed: %s", msg_type, zmq_strerror(zmq_errno()));
         goto out;
     }
     LOG_D("sent %s %s", msg_type, msg_id);
     rc = 0;
 out:
-    zmsg_destroy(&msg);
     for (int k = 0; k < 4; k++)
         free(bytes[k]);
     return rc;

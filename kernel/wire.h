@@ -15,6 +15,8 @@
 
 #include <czmq.h>
 #include <jansson.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 /* A parsed, verified message. */
 typedef struct {
@@ -38,6 +40,8 @@ enum {
     CB_WIRE_EREPLAY,      /* signature seen before */
     CB_WIRE_EJSON,        /* a part is not a JSON object */
     CB_WIRE_EHEADER,      /* header lacks msg_id/msg_type strings */
+    CB_WIRE_EDEPTH,       /* content nested deeper than CB_JSON_DEPTH_MAX: header and
+                             parent are filled, content is NULL, so it can be refused */
 };
 const char *cb_wire_strerror(int reason);
 
@@ -46,12 +50,14 @@ const char *cb_wire_strerror(int reason);
 int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out);
 void cb_msg_clear(cb_msg_t *m);
 
-/* Kernel-wide identity of every message sent. */
+/* Kernel-wide identity of every message sent, and what ZMQ still holds. */
 typedef struct {
-    cb_auth_t *auth;      /* borrowed */
-    char session[37];     /* one uuid per kernel process */
-    const char *username; /* "cellblock" */
-    const char *version;  /* protocol version, "5.3" */
+    cb_auth_t *auth;               /* borrowed */
+    char session[37];              /* one uuid per kernel process */
+    const char *username;          /* "cellblock" */
+    const char *version;           /* protocol version, "5.3" */
+    _Atomic uint64_t queued_bytes; /* handed to ZMQ, not yet sent (or dropped) by it */
+    _Atomic uint64_t queued_msgs;  /* messages ditto */
 } cb_wire_ctx_t;
 
 void cb_wire_ctx_init(cb_wire_ctx_t *ctx, cb_auth_t *auth);
@@ -62,8 +68,11 @@ void cb_iso_now(char buf[32]);
 
 /* Sends one message on sock.  idents (borrowed, may be NULL/0) are copied in
  * front; for iopub pass topic instead (NULL = "kernel.<session>.<type>").
- * parent: borrowed (NULL = {}).  content: STEALS the reference (NULL = {}).
- * metadata: steals (NULL = {}).  0 ok, -1 failure (logged). */
+ * parent: borrowed (NULL = {}).  metadata: steals (NULL = {}).  content:
+ * STEALS the reference; NULL (a failed json_pack) is refused: nothing is
+ * sent and -1 returned, never an empty reply.  The serialised parts go to
+ * ZMQ without a copy and are counted in queued_bytes/queued_msgs until ZMQ
+ * frees them.  0 ok, -1 failure (logged). */
 int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
                  const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
                  json_t *content);

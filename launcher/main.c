@@ -25,6 +25,7 @@
 
 #include "child.h"
 #include "log.h"
+#include "netproxy.h"
 #include "options.h"
 #include "report.h"
 #include "sandbox.h"
@@ -45,6 +46,7 @@ typedef struct {
     int child_status;          /* its wait status */
     bool terminating;          /* SIGTERM/SIGHUP seen */
     char workdir[CB_PATH_MAX]; /* none mode: host workdir, "" if none */
+    cb_netproxy_t *np;         /* --network allow: the egress proxy, else NULL */
 } s_launcher_t;
 
 static void s_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -126,6 +128,7 @@ static void s_reap(s_launcher_t *L) {
         int st;
         pid_t p = waitpid(-1, &st, WNOHANG);
         if (p <= 0) return;
+        if (cb_netproxy_reaped(L->np, p, st)) continue;
         if (p == L->child) {
             L->child_done = true;
             L->child_status = st;
@@ -134,6 +137,7 @@ static void s_reap(s_launcher_t *L) {
 }
 
 static void s_kill_all(s_launcher_t *L) {
+    cb_netproxy_kill(L->np);
     if (L->sb != NULL) {
         cb_sandbox_kill(L->sb);
     } else if (L->child > 0 && !L->child_done) {
@@ -270,6 +274,17 @@ int main(int argc, char **argv) {
         rc = s_spawn_none(&L);
     } else {
         L.sb = cb_sandbox_new(&L.opts);
+        char nerr[CB_REPORT_LINE_MAX / 2];
+        if (L.sb != NULL) {
+            L.np = cb_netproxy_new(&L.opts, nerr, sizeof nerr);
+            if (L.np == NULL && nerr[0] != '\0') {
+                s_fatal("%s", nerr);
+                cb_sandbox_destroy(&L.sb);
+                cb_options_fini(&L.opts);
+                return EXIT_FATAL;
+            }
+            cb_sandbox_set_netproxy(L.sb, L.np);
+        }
         rc = L.sb == NULL ? -1 : cb_sandbox_start(L.sb, &L.child);
         if (rc < 0) {
             char why[CB_REPORT_LINE_MAX];
@@ -287,6 +302,7 @@ int main(int argc, char **argv) {
         s_report_exit(&L);
     }
     cb_sandbox_destroy(&L.sb);
+    cb_netproxy_destroy(&L.np);
     if (L.workdir[0] != '\0' && cb_workdir_remove(L.workdir) < 0)
         LOG_W("could not remove all of %s", L.workdir);
     cb_report_pump();

@@ -11,8 +11,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "log.h"
-#include "sandbox_limits.h"
+#include "isolate/log.h"
+#include "isolate/sandbox_limits.h"
+#include "launcher/flags.h"
 
 typedef enum {
     CB_SANDBOX_FULL = 0, /* all confinement (default) */
@@ -26,23 +27,29 @@ typedef struct {
 } cb_ro_bind_t;
 
 typedef struct {
-    cb_sandbox_mode_t sandbox;                  /* --sandbox */
-    long memory_mb;                             /* --memory */
-    long pids;                                  /* --pids */
-    double cpus;                                /* --cpus */
-    long disk_mb;                               /* --disk */
-    long open_files;                            /* --open-files */
-    bool network_host;                          /* --network host */
-    uid_t uid;                                  /* --uid (used when launched as root) */
-    gid_t gid;                                  /* --gid */
-    bool require_limits;                        /* --require-limits */
-    cb_log_level_t log_level;                   /* --log-level */
-    const char *workdir_name;                   /* --workdir-name (unused in v1) */
-    const char *python;                         /* --python (borrowed from argv) */
-    const char *runner;                         /* --runner (borrowed from argv) */
-    cb_ro_bind_t ro_binds[CB_OPT_MAX_RO_BINDS]; /* --ro-bind */
-    size_t n_ro_binds;                          /* used entries of ro_binds */
-    bool help;                                  /* --help was given */
+    cb_sandbox_mode_t sandbox;                 /* --sandbox */
+    long memory_mb;                            /* --memory */
+    long pids;                                 /* --pids */
+    double cpus;                               /* --cpus */
+    long disk_mb;                              /* --disk */
+    long open_files;                           /* --open-files */
+    bool network_host;                         /* --network host */
+    uid_t uid;                                 /* --uid (used when launched as root) */
+    gid_t gid;                                 /* --gid */
+    bool require_limits;                       /* --require-limits */
+    cb_log_level_t log_level;                  /* --log-level */
+    const char *python;                        /* --python (borrowed from argv) */
+    const char *runner;                        /* --runner (borrowed from argv) */
+    cb_ro_bind_t ro_binds[CB_FLAG_REPEAT_MAX]; /* --ro-bind */
+    size_t n_ro_binds;                         /* used entries of ro_binds */
+    bool help;                                 /* --help was given */
+
+    /* --network allow: the egress proxy (launcher/netproxy.c) */
+    const char *network_allow;                       /* SPEC after "allow:" (argv), else NULL */
+    const char *network_resolve[CB_FLAG_REPEAT_MAX]; /* --network-resolve NAME=ADDR (argv) */
+    size_t n_network_resolve;                        /* used entries */
+    long network_max_conns;                          /* --network-max-conns */
+    long network_max_mb;                             /* --network-max-bytes, MiB */
 } cb_options_t;
 
 /* Parses argv.  0 ok (opts filled; opts->help may be set), -1 bad usage with

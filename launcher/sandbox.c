@@ -46,6 +46,7 @@
 #include "log.h"
 #include "mount.h"
 #include "net.h"
+#include "netproxy.h"
 #include "report.h"
 #include "sandbox_limits.h"
 #include "seccomp_filter.h"
@@ -83,6 +84,7 @@ struct cb_sandbox {
     bool have_status;                      /* init reported the runner's status */
     int runner_status;                     /* that status */
     char error[CB_REPORT_LINE_MAX];        /* cause and fix of the last failure */
+    cb_netproxy_t *np;                     /* --network allow: the egress proxy (borrowed) */
 };
 
 static void s_err(cb_sandbox_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -210,6 +212,8 @@ cb_sandbox_t *cb_sandbox_new(const cb_options_t *opts) {
     return sb;
 }
 
+void cb_sandbox_set_netproxy(cb_sandbox_t *sb, cb_netproxy_t *np) { sb->np = np; }
+
 void cb_sandbox_error(const cb_sandbox_t *sb, char *buf, size_t len) {
     (void) snprintf(buf, len, "%s", sb == NULL ? "out of memory" : sb->error);
 }
@@ -278,6 +282,8 @@ __attribute__((noreturn)) static void s_init_main(const cb_sandbox_t *sb, int ct
      * the cgroup namespace is rooted there and the runner is born inside it */
     if (s_wait_go(ctl) < 0) _exit(127);
     if (unshare(CLONE_NEWCGROUP) < 0) s_init_fail(ctl, CB_STEP_CGROUP_NS, -1);
+    /* --network allow: the proxy's listeners, made in this network namespace */
+    if (sb->np != NULL && cb_netproxy_child_listen(sb->np) < 0) s_init_fail(ctl, CB_STEP_NET, -1);
     int wfd = open(CB_SANDBOX_HOME, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     s_msg_t wm = {.type = S_MSG_WORKDIR};
     if (wfd < 0 || s_send_msg(ctl, &wm, wfd) < 0) s_init_fail(ctl, CB_STEP_WORKDIR, -1);
@@ -399,6 +405,12 @@ static int s_recv_msg(int fd, s_msg_t *m, int *got_fd) {
 }
 
 static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
+    char net[S_ISOLATION_MAX / 6];
+    if (sb->np != NULL)
+        cb_netproxy_describe(sb->np, net, sizeof net);
+    else
+        (void) snprintf(net, sizeof net, "%s",
+                        sb->opts->network_host ? "NETWORK HOST" : "net (lo only)");
     char ll[CB_OPT_MAX_NAME];
     if (sb->landlock_abi > 0)
         (void) snprintf(ll, sizeof ll, "Landlock ABI %d (writes: home, /tmp, /dev/shm)",
@@ -406,13 +418,11 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
     else
         (void) snprintf(ll, sizeof ll, "Landlock unavailable");
     (void) snprintf(buf, len,
-                    "cellblock sandbox: namespaces %spid,mount,%s,ipc,uts,cgroup; uid %lu; %s; "
+                    "cellblock sandbox: namespaces %spid,mount,%.160s,ipc,uts,cgroup; uid %lu; %s; "
                     "disk %ld MiB tmpfs (home, /tmp); open files %ld; seccomp allowlist "
                     "(%u syscalls, native ABI only); %s; no capabilities, no_new_privs",
-                    sb->userns ? "user," : "",
-                    sb->opts->network_host ? "NETWORK HOST" : "net (lo only)",
-                    (unsigned long) sb->uid, sb->limits_desc, sb->opts->disk_mb,
-                    sb->opts->open_files, sb->filter.n_allowed, ll);
+                    sb->userns ? "user," : "", net, (unsigned long) sb->uid, sb->limits_desc,
+                    sb->opts->disk_mb, sb->opts->open_files, sb->filter.n_allowed, ll);
 }
 
 static int s_plan(cb_sandbox_t *sb) {
@@ -428,6 +438,10 @@ static int s_plan(cb_sandbox_t *sb) {
     if (n < 0 || (size_t) n >= sizeof runner_in ||
         cb_exec_plan_init(&sb->exec, o->python, runner_in, CB_SANDBOX_HOME, CB_SANDBOX_USER) < 0) {
         s_err(sb, "runner command line too long");
+        return -1;
+    }
+    if (sb->np != NULL && cb_netproxy_plan(sb->np, &sb->mounts, &sb->exec) < 0) {
+        s_err(sb, "planning the egress proxy: %s", strerror(errno));
         return -1;
     }
     if (cb_seccomp_build(&sb->filter, why, sizeof why) < 0) {
@@ -546,6 +560,14 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
         else
             s_err(sb, "the sandbox's init died during setup");
         return -1;
+    }
+    if (sb->np != NULL) {
+        char why[CB_REPORT_LINE_MAX / 2];
+        if (cb_netproxy_start(sb->np, why, sizeof why) < 0) {
+            close(wfd);
+            s_err(sb, "%s", why);
+            return -1;
+        }
     }
     char iso[S_ISOLATION_MAX];
     s_describe(sb, iso, sizeof iso);

@@ -25,6 +25,9 @@ void cb_sandbox_destroy(cb_sandbox_t **self_p);
  * and started reports.  *child = the pid to reap (init).  0 ok, -1 error
  * (cb_sandbox_error says what and how to fix it). */
 int cb_sandbox_start(cb_sandbox_t *self, pid_t *child);
+/* --network allow: the egress proxy (borrowed; NULL = none).  Before start. */
+struct cb_netproxy;
+void cb_sandbox_set_netproxy(cb_sandbox_t *self, struct cb_netproxy *np);
 /* One line naming the cause and the fix of the last failure. */
 void cb_sandbox_error(const cb_sandbox_t *self, char *buf, size_t len);
 /* Interrupt the runner (SIGINT through init). */

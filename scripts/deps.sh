@@ -7,12 +7,13 @@ set -eu
 # Besides the build and the libraries the tests import, the list has what the
 # README's commands and the tests run: the `jupyter console`, `jupyter notebook`
 # and `jupyter nbconvert` scripts (Debian ships them apart from the Python
-# modules), pip for %pip, tmux, chromium (the browser test; never downloaded).
+# modules), pip for %pip, tmux, chromium (the browser test; never downloaded),
+# c-ares for cellblock-proxy, openssl and curl for the proxy's tests.
 PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libsodium-dev
-libseccomp-dev python3-jupyter-client python3-ipykernel python3-jupyter-kernel-test
+libseccomp-dev libc-ares-dev python3-jupyter-client python3-ipykernel python3-jupyter-kernel-test
 python3-pytest python3-numpy python3-pandas python3-matplotlib python3-nbclient
 python3-pip jupyter-console python3-notebook jupyter-notebook python3-nbconvert
-jupyter-nbconvert tmux procps iproute2 chromium fonts-dejavu-core"
+jupyter-nbconvert tmux procps iproute2 chromium fonts-dejavu-core openssl curl"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' \

@@ -101,6 +101,11 @@ class Result:
         self.extra = {k: v for k, v in self.data.items() if k not in known}
         self._sandbox = sandbox
 
+    def demote_artifact(self):
+        """Not a file the kernel returned: keep the bundle, drop the claim."""
+        self.artifact = None
+        self.file_name = None
+
     # -- E2B-compatible helpers
     def formats(self):
         """Names of the representations present (E2B style: 'text', 'png', ...;

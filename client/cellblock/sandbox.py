@@ -53,6 +53,26 @@ def _size_arg(v):
     return str(v)
 
 
+_HOST_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:[]*")
+
+
+def _network_arg(network):
+    """True/'host', False/'none', 'allow:HOST[:PORT],...', or a list of
+    'HOST[:PORT]' (the allowlist: the sandbox reaches only these hosts,
+    through the kernel's egress proxy) -> the value of --network."""
+    if network is True or network == "host":
+        return "host"
+    if network is False or network == "none":
+        return "none"
+    if isinstance(network, str) and network.startswith("allow:"):
+        return network
+    if isinstance(network, (list, tuple)) and network and all(
+            isinstance(h, str) and h and set(h) <= _HOST_CHARS for h in network):
+        return "allow:" + ",".join(network)
+    raise ValueError("network must be True/'host', False/'none', or a list of 'HOST[:PORT]' "
+                     "to allow (e.g. ['pypi.org', 'files.pythonhosted.org'])")
+
+
 def _limit_args(memory=None, timeout=None, network=None, cpus=None, pids=None, disk=None,
                 artifacts=None):
     args = []
@@ -61,12 +81,7 @@ def _limit_args(memory=None, timeout=None, network=None, cpus=None, pids=None, d
     if timeout is not None:
         args += ["--timeout", str(int(math.ceil(timeout)))]
     if network is not None:
-        if network is True or network == "host":
-            args += ["--network", "host"]
-        elif network is False or network == "none":
-            args += ["--network", "none"]
-        else:
-            raise ValueError("network must be True/'host' or False/'none'")
+        args += ["--network", _network_arg(network)]
     if cpus is not None:
         args += ["--cpus", str(cpus)]
     if pids is not None:
@@ -113,7 +128,10 @@ class Sandbox:
       memory   MiB (int) or '512M'/'2G'     --memory
       timeout  seconds per cell, kernel-side --timeout (0 = none); run_code()
                also takes a client-side timeout
-      network  False/'none' (loopback only) or True/'host'
+      network  False/'none' (loopback only), True/'host', or a list of
+               'HOST[:PORT]' the sandbox may reach through the kernel's
+               egress proxy (e.g. ['pypi.org', 'files.pythonhosted.org']:
+               no port = 80 and 443; '*.example.com' = names below it)
       cpus, pids, disk, artifacts ('none'|'images'|'all')
       extra_args  more flags, appended last (e.g. ['--max-output', '1M'])
     envs: environment variables set in the sandbox's Python at start.
@@ -374,6 +392,15 @@ class Sandbox:
         rc = reply["content"]
         ex.execution_count = rc.get("execution_count")
         ex.reply_metadata = reply.get("metadata") or {}
+        # Only the kernel's own collector vouches for a file: an artifact is
+        # real when the reply lists it (path and sha256); any other bundle
+        # claiming to be one (code in the sandbox can display anything) is
+        # kept as a plain display.
+        listed = (ex.reply_metadata.get("cellblock") or {}).get("artifacts") or []
+        vouched = {(a.get("path"), a.get("sha256")) for a in listed if isinstance(a, dict)}
+        for r in ex.results:
+            if r.artifact and (r.artifact.get("path"), r.artifact.get("sha256")) not in vouched:
+                r.demote_artifact()
         if rc.get("status") == "error" and ex.error is None:
             ex.error = ExecutionError(rc.get("ename", ""), rc.get("evalue", ""), rc.get("traceback", []))
             if on_error and not interrupted:

@@ -321,9 +321,24 @@ def page(name, detail, glob):
 # ------------------------------------------------------------------ is_complete
 
 
+def _last_indent(lines):
+    """Indent of the last line, as IPython's find_last_indent computes it."""
+    import re
+    if not lines:
+        return 0
+    m = re.match(r"^[ \t]*", lines[-1].replace("\t", " " * 4))
+    return len(m.group(0)) if m else 0
+
+
 def is_complete(code):
-    """-> (status, indent)."""
+    """-> (status, indent), the way IPython's TransformerManager.check_complete
+    answers: tokens decide (an open bracket, string or a line ending in ':' or
+    '\\' means incomplete), then the real parser; a block whose last line is
+    still indented is complete only once a newline ends it.  A continuation
+    line inside brackets (``x = [1,\n 2]``) is not an open block."""
     import codeop
+    import io
+    import tokenize
     import warnings
     src = code
     try:
@@ -331,8 +346,58 @@ def is_complete(code):
         src = magics.transform(code, check=True)
     except Exception:
         pass
-    if not src.strip():
+    ends_with_newline = False
+    for ch in reversed(src):
+        if ch == "\n":
+            ends_with_newline = True
+            break
+        if ch.strip():
+            break
+    if not ends_with_newline:
+        src += "\n"
+    lines = src.splitlines(keepends=True)
+    if not lines or not src.strip():
         return "complete", None
+    while lines and not lines[0].strip():      # IPython's leading_empty_lines
+        lines.pop(0)
+    ind = lines[0][:len(lines[0]) - len(lines[0].lstrip())]
+    if ind:                                      # ... and leading_indent
+        lines = [ln[len(ind):] if ln.startswith(ind) else ln for ln in lines]
+    if lines[-1].rstrip("\n").endswith("\\"):
+        return "incomplete", " " * _last_indent(lines)
+    if lines[0].startswith("%%"):
+        return ("incomplete", " " * _last_indent(lines)) if lines[-1].strip() \
+            else ("complete", None)
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO("".join(lines)).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        # an open bracket or string at the end of the input
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                codeop.compile_command("".join(lines), "<input>", "exec")
+        except (SyntaxError, OverflowError, ValueError, TypeError, MemoryError):
+            return "invalid", None
+        return "incomplete", " " * _last_indent(lines)
+    skip = {tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.ENDMARKER,
+            tokenize.DEDENT, tokenize.INDENT}
+    significant = [t for t in toks if t.type not in skip]
+    if significant and significant[-1].string == ":" and \
+            significant[-1].start[0] == max(t.start[0] for t in significant):
+        return "incomplete", " " * (_last_indent(lines) + 4)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SyntaxWarning)
+            res = codeop.compile_command("".join(lines), "<input>", "exec")
+    except (SyntaxError, OverflowError, ValueError, TypeError, MemoryError, SyntaxWarning):
+        return "invalid", None
+    if res is None:
+        return "incomplete", " " * _last_indent(lines)
+    ends_block = any(t.type == tokenize.DEDENT for t in toks[-3:]) and \
+        _last_indent([ln for ln in lines if ln.strip()][-1:]) > 0
+    if ends_block and not ends_with_newline:
+        return "incomplete", " " * _last_indent(lines)
+    return "complete", None
     lines = src.split("\n")
     try:
         with warnings.catch_warnings():

@@ -23,7 +23,9 @@ import _thread
 import builtins
 
 _VERSION = 1
-_FRAME_MAX = 48 * 1024 * 1024
+_FRAME_MAX = 8 * 1024 * 1024     # CB_RUNNER_FRAME_MAX: the kernel drops larger frames
+_REPLY_MAX = 4 * 1024 * 1024     # CB_FRAME_REPLY_MAX: done, error and *_reply frames
+_REPLIES = frozenset(("done", "error", "complete_reply", "inspect_reply"))
 _FD = 3
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _MODULE_NAMES = ("cb_core", "cb_display", "cb_assist", "cb_magics")
@@ -48,6 +50,7 @@ class _State:
     in_cell = False      # an execute request is being handled
     payload = None       # payload list of the running cell
     last_in = ""         # source of the previous stored cell
+    seq = 0              # the kernel's sequence number of the request being handled
 
 
 _S = _State
@@ -177,7 +180,10 @@ def _fill():
 
 
 def _send(obj):
-    """Write one frame.  Flushes stdout/stderr first (ordering rule)."""
+    """Write one frame.  Flushes stdout/stderr first (ordering rule).  Every
+    frame carries the sequence number of the request it belongs to."""
+    if "seq" not in obj and obj.get("type") != "hello":
+        obj = dict(obj, seq=_S.seq)
     try:
         data = _dumps(obj).encode("utf-8", "replace")
     except ValueError:                                       # NaN, ...
@@ -185,9 +191,10 @@ def _send(obj):
         data = json.dumps(json.loads(json.dumps(obj, default=_json_default),
                                      parse_constant=lambda c: None),
                           ensure_ascii=False).encode("utf-8", "replace")
-    if len(data) > _FRAME_MAX:
+    limit = _REPLY_MAX if obj.get("type") in _REPLIES else _FRAME_MAX
+    if len(data) > limit:
         note = "cellblock: a %s output of %d bytes is over the %d-byte limit and was dropped\n" % (
-            obj.get("type"), len(data), _FRAME_MAX)
+            obj.get("type"), len(data), limit)
         try:
             sys.stderr.write(note)
         except Exception:
@@ -195,8 +202,8 @@ def _send(obj):
         if obj.get("type") not in ("done",):
             _flush()
             return
-        obj = dict(obj, user_expressions={}, payload=[])
-        data = _dumps(obj).encode("utf-8", "replace")[:_FRAME_MAX]
+        obj = dict(obj, user_expressions={}, payload=[], traceback=[])
+        data = _dumps(obj).encode("utf-8", "replace")
     frame = len(data).to_bytes(4, "big") + data
     _flush()
     with _S.lock:
@@ -225,10 +232,14 @@ def _recv(interruptible=False):
                 _S.rbuf = buf[4 + n:]
                 try:
                     obj = _loads(buf[4:4 + n].decode("utf-8", "replace"))
-                except Exception:
-                    obj = None
+                except BaseException as e:      # bad JSON, RecursionError, MemoryError
+                    obj = e
                 if isinstance(obj, dict):
                     return obj
+                # never drop a request without an answer: the kernel ends the
+                # request in flight with an error
+                _send({"type": "bad_request", "error": "cannot read a frame from the kernel: %s"
+                       % (type(obj).__name__,)})
                 continue
         if interruptible:
             import select
@@ -890,6 +901,11 @@ def _main():
         handler = _HANDLERS.get(req.get("type"))
         if handler is None:
             continue                  # stray input_reply, unknown types
+        if isinstance(req.get("seq"), int):
+            _S.seq = req["seq"]
+            if req.get("type") == "execute":
+                # what is printed from now on belongs to this request
+                _send({"type": "started"})
         try:
             handler(req)
         except BaseException as e:    # a runner bug must not end the session

@@ -321,10 +321,14 @@ def _pip(args, g, l):
                   "it. Use a Python in a virtual environment for the sandbox (--python), or "
                   "--target DIR. Note also that the sandbox has no network access unless the "
                   "kernel was started with --network host." % rc, file=sys.stderr)
+        elif words[:1] in (["install"], ["download"]) and os.environ.get("CELLBLOCK_NETWORK_ALLOW"):
+            print("\ncellblock: pip failed (exit code %d). The sandbox reaches only the hosts of "
+                  "its allowlist (%s), through the kernel's proxy; the kernel's log says what it "
+                  "refused." % (rc, os.environ["CELLBLOCK_NETWORK_ALLOW"]), file=sys.stderr)
         elif words[:1] in (["install"], ["download"]):
             print("\ncellblock: pip failed (exit code %d). The sandbox has no network access "
-                  "unless the kernel was started with --network host, so packages cannot be "
-                  "downloaded from an index." % rc, file=sys.stderr)
+                  "unless the kernel was started with --network host or --network allow:HOSTS, "
+                  "so packages cannot be downloaded from an index." % rc, file=sys.stderr)
         else:
             print("cellblock: pip exited with code %d" % rc, file=sys.stderr)
     else:

@@ -15,7 +15,7 @@ import sys
 import os
 import _signal
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 def _ignore_sigint(signum, frame):

@@ -21,6 +21,8 @@ class Runner:
     """One runner process: frames on .sock, raw output collected from pipes."""
 
     def __init__(self, cwd=None, env=None):
+        self.seqs = []  # seq of every frame received
+        self.started = []  # seq of every `started` frame
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = parent
         e = {"PATH": "/usr/bin:/bin", "HOME": cwd or "/tmp", "LANG": "C.UTF-8",
@@ -49,7 +51,12 @@ class Runner:
         self.startup = time.perf_counter() - self.t0
 
     # -- low level
+    seq = 0       # the last request's sequence number
+
     def send(self, obj):
+        if obj.get("type") in self.REQUESTS and "seq" not in obj:
+            self.seq += 1
+            obj = dict(obj, seq=self.seq)
         data = json.dumps(obj).encode()
         self.sock.sendall(len(data).to_bytes(4, "big") + data)
 
@@ -86,7 +93,16 @@ class Runner:
         return out
 
     def recv(self, timeout=30):
-        """Next frame.  Output written before the frame is recorded before it."""
+        """Next frame but `started` (which the runner sends as it begins an
+        execute: recorded in .started).  Output written before the frame is
+        recorded before it."""
+        while True:
+            f = self._recv1(timeout)
+            if f.get("type") != "started":
+                return f
+            self.started.append(self.seqs[-1])
+
+    def _recv1(self, timeout):
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -100,6 +116,11 @@ class Runner:
         self._drain_pipes()
         n = int.from_bytes(head, "big")
         obj = json.loads(self._read_exact(n).decode("utf-8"))
+        if obj.get("type") != "hello":
+            # every frame names the request it belongs to; tests compare the rest
+            seq = obj.pop("seq", None)
+            assert isinstance(seq, int), "frame without seq: %r" % (obj,)
+            self.seqs.append(seq)
         self.events.append(("frame", obj))
         if obj.get("type") in ACKED:
             # like the kernel: output so far is recorded, the runner may go on
@@ -128,6 +149,8 @@ class Runner:
     def request(self, obj, timeout=30):
         self.send(obj)
         return self.recv(timeout)
+
+    REQUESTS = ("execute", "complete", "inspect", "is_complete", "preload")
 
     def close(self):
         try:

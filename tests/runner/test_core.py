@@ -14,7 +14,7 @@ from .rclient import PYTHON, RUNNER, Runner
 
 def test_hello_and_startup_time(runner):
     h = runner.hello
-    assert h["type"] == "hello" and h["version"] == 1
+    assert h["type"] == "hello" and h["version"] == 2
     assert h["python_version"].count(".") == 2
     assert h["implementation"] == "cpython"
     assert h["pid"] == runner.proc.pid
@@ -461,6 +461,24 @@ def test_inspect(runner):
     assert r == {"type": "inspect_reply", "found": False, "data": {}, "metadata": {}}
 
 
+def test_frames_carry_the_request_seq(runner):
+    """Every frame names the request it answers (a done for another one is
+    refused by the kernel), and a frame the runner cannot read is answered."""
+    runner.execute("print(1); display(2); 3", execution_count=1)
+    assert runner.seqs and set(runner.seqs[-3:]) == {runner.seq}
+    assert runner.started[-1] == runner.seq, "an execute begins with `started`"
+    # a request the runner's JSON parser cannot read: answered, never dropped
+    deep = "[" * 5000 + "]" * 5000
+    body = ('{"type":"execute","seq":99,"code":"1","user_expressions":{"x":%s}}' % deep)
+    data = body.encode()
+    runner.sock.sendall(len(data).to_bytes(4, "big") + data)
+    f = runner.recv(30)
+    assert f["type"] == "bad_request" and "RecursionError" in f["error"]
+    # and the runner still works
+    frames, done, out, err = runner.execute("print('alive')")
+    assert done["status"] == "ok" and out == "alive\n"
+
+
 def test_is_complete(runner):
     def ic(code):
         return runner.request({"type": "is_complete", "code": code})
@@ -475,6 +493,9 @@ def test_is_complete(runner):
     assert ic("for i in x:\n    pass\n\n")["status"] == "complete"
     assert ic("!ls")["status"] == "complete"
     assert ic("%time x")["status"] == "complete"
+    # a continuation line inside brackets is not an open block (jupyter_kernel_test's sample)
+    assert ic("x = [1,\n 2]")["status"] == "complete"
+    assert ic("if x:\n    y = [1,\n        2]")["status"] == "incomplete"
 
 
 # ------------------------------------------------------------------ help

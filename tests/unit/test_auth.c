@@ -3,6 +3,8 @@
  * the replay history (duplicates rejected, oldest evicted).
  */
 #include "kernel/auth.h"
+
+#include <ctype.h>
 #include "tap.h"
 
 #include <sodium.h>
@@ -76,7 +78,13 @@ int main(void) {
     py[strcspn(py, "\n")] = '\0';
     TAP_EQ_STR(mine, py, "same digest as Python's hmac.new(key, sha256)");
 
-    /* A wrong or malformed signature fails; upper-case hex of the right one passes. */
+    /* A wrong or malformed signature fails, and so does the upper-case hex of
+     * the right one: the reference Session compares hexdigest() strings. */
+    char upper[65];
+    for (int i = 0; i < 65; i++)
+        upper[i] = (char) toupper((unsigned char) mine[i]);
+    TAP_OK(strcmp(upper, mine) != 0, "the digest has letters to change case");
+    TAP_EQ_INT(cb_auth_verify(a, upper, 64, parts), -1, "an upper-case digest is rejected");
     char bad[65];
     memcpy(bad, mine, 65);
     bad[0] = bad[0] == 'a' ? 'b' : 'a';

@@ -1,91 +1,146 @@
-/* test_options.c - the launcher's command line: defaults, values, errors. */
-#include <string.h>
-
+/*
+ * test_options.c - the one flag table, through both parsers: every numeric
+ * flag at its bounds (accepted by both) and just beyond them (refused by
+ * both), defaults, the canonical forwarding from kernel to launcher, and
+ * the kernel's own arguments (traitlets options ignored, -f).
+ */
+#include "kernel/options.h"
+#include "launcher/flags.h"
 #include "launcher/options.h"
 #include "tap.h"
 
-static int parse(cb_options_t *o, char *err, size_t n, int argc, const char **argv) {
-    return cb_options_parse(argc, (char **) argv, o, err, n);
+#include <fcntl.h>
+#include <unistd.h>
+
+/* The launcher's parser on --name value plus the required paths. 0 ok. */
+static int s_launcher(const char *name, const char *value, char *err, size_t n) {
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", name);
+    const char *av[] = {"x", flag, value, "--python", "/usr/bin/python3", "--runner", "/r/r.py"};
+    cb_options_t o;
+    int rc = cb_options_parse(
+        value ? 7 : 6,
+        value ? (char **) av
+              : (char *[]){"x", flag, "--python", "/usr/bin/python3", "--runner", "/r/r.py"},
+        &o, err, n);
+    cb_options_fini(&o);
+    return rc;
+}
+
+/* The kernel's parser (stderr silenced). 0 ok. */
+static int s_kernel(const char *name, const char *value) {
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", name);
+    const char *av[] = {"cellblock-kernel", "-f", "/c.json", flag, value};
+    cb_opts_t *o = calloc(1, sizeof *o);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    int rc = cb_opts_parse(value ? 5 : 4, (char **) av, o, "test", NULL, NULL);
+    dup2(saved, 2);
+    close(saved);
+    close(null);
+    free(o);
+    return rc == CB_OPTS_RUN ? 0 : -1;
+}
+
+static void s_num(char *buf, size_t n, const cb_flag_t *f, double v) {
+    if (f->kind == CB_FK_FLOAT)
+        snprintf(buf, n, "%.4f", v);
+    else
+        snprintf(buf, n, "%.0f", v);
 }
 
 int main(void) {
-    char err[256];
-    cb_options_t o;
-    const char *a1[] = {"x", "--python", "/usr/bin/python3", "--runner", "/r/runner.py"};
-    TAP_EQ_INT(parse(&o, err, sizeof err, 5, a1), 0, "minimal command line parses");
-    TAP_EQ_INT(o.sandbox, CB_SANDBOX_FULL, "sandbox defaults to full");
-    TAP_EQ_INT(o.memory_mb, CB_DEFAULT_MEMORY_MB, "memory default");
-    TAP_EQ_INT(o.uid, CB_SANDBOX_UID, "uid default");
-    TAP_OK(!o.network_host, "network defaults to none");
-    cb_options_fini(&o);
-
-    const char *a2[] = {"x",
-                        "--sandbox=none",
-                        "--memory",
-                        "256",
-                        "--pids=10",
-                        "--cpus",
-                        "0.5",
-                        "--disk",
-                        "20",
-                        "--open-files",
-                        "64",
-                        "--network",
-                        "host",
-                        "--uid",
-                        "1000",
-                        "--gid=1001",
-                        "--ro-bind",
-                        "/data:/mnt/data",
-                        "--require-limits",
-                        "--log-level",
-                        "debug",
-                        "--python",
-                        "/usr/bin/python3",
-                        "--runner",
-                        "/r/runner.py"};
-    TAP_EQ_INT(parse(&o, err, sizeof err, (int) (sizeof a2 / sizeof a2[0]), a2), 0,
-               "every option parses");
-    TAP_EQ_INT(o.sandbox, CB_SANDBOX_NONE, "--sandbox=none");
-    TAP_EQ_INT(o.memory_mb, 256, "--memory");
-    TAP_EQ_INT(o.pids, 10, "--pids=");
-    TAP_OK(o.cpus > 0.49 && o.cpus < 0.51, "--cpus 0.5");
-    TAP_OK(o.network_host, "--network host");
-    TAP_EQ_INT(o.gid, 1001, "--gid=");
-    TAP_EQ_INT(o.n_ro_binds, 1, "one --ro-bind");
-    TAP_EQ_STR(o.ro_binds[0].host, "/data", "ro-bind host side");
-    TAP_EQ_STR(o.ro_binds[0].sandbox, "/mnt/data", "ro-bind sandbox side");
-    TAP_OK(o.require_limits, "--require-limits");
-    TAP_EQ_INT(o.log_level, CB_LOG_DEBUG, "--log-level debug");
-    cb_options_fini(&o);
-
-    static const struct {
-        const char *opt, *val, *msg;
-    } bad[] = {
-        {"--memory", "abc", "not an integer"},  {"--memory", "1", "out of range"},
-        {"--memory", "12x", "not an integer"},  {"--pids", "-5", "out of range"},
-        {"--cpus", "nan", "not a number"},      {"--cpus", "0", "out of range"},
-        {"--network", "bridge", "none|host"},   {"--sandbox", "half", "full|none"},
-        {"--uid", "0", "out of range"},         {"--ro-bind", "/a", "HOST:SANDBOX"},
-        {"--ro-bind", "a:/b", "absolute"},      {"--ro-bind", "/a:/b/../../etc", "absolute"},
-        {"--ro-bind", "/a:/proc/x", "managed"}, {"--ro-bind", "/a:/", "must not be /"},
-        {"--log-level", "loud", "debug"},       {"--python", "python3", "not absolute"},
-        {"--bogus", "1", "unknown option"},     {"--workdir-name", "../x", "plain name"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        const char *av[] = {"x", bad[i].opt, bad[i].val, "--python", "/p", "--runner", "/r"};
-        int rc = parse(&o, err, sizeof err, 7, av);
-        TAP_OK(rc == -1 && strstr(err, bad[i].msg) != NULL, "%s %s rejected (%s)", bad[i].opt,
-               bad[i].val, err);
-        cb_options_fini(&o);
+    size_t n;
+    const cb_flag_t *t = cb_flags_table(&n);
+    char err[CB_FLAG_ERR_MAX], v[64];
+    for (size_t i = 0; i < n; i++) {
+        const cb_flag_t *f = &t[i];
+        bool launcher = f->who & CB_FLAG_LAUNCHER, kernel = f->who & CB_FLAG_KERNEL;
+        if (f->kind != CB_FK_INT && f->kind != CB_FK_SIZE_MB && f->kind != CB_FK_FLOAT) continue;
+        double step = f->kind == CB_FK_FLOAT ? 0.001 : 1;
+        const double ok[] = {f->min, f->max}, bad[] = {f->min - step, f->max + step};
+        for (int k = 0; k < 2; k++) {
+            s_num(v, sizeof v, f, ok[k]);
+            if (launcher)
+                TAP_EQ_INT(s_launcher(f->name, v, err, sizeof err), 0, "launcher accepts bound");
+            if (launcher || kernel)
+                TAP_OK(s_kernel(f->name, v) == 0, "kernel accepts --%s %s", f->name, v);
+            s_num(v, sizeof v, f, bad[k]);
+            if (launcher) {
+                int rc = s_launcher(f->name, v, err, sizeof err);
+                TAP_OK(rc == -1 && strstr(err, f->name), "launcher refuses --%s %s (%s)", f->name,
+                       v, err);
+            }
+            TAP_OK(s_kernel(f->name, v) == -1, "kernel refuses --%s %s", f->name, v);
+        }
     }
-    const char *a3[] = {"x", "--python", "/p"};
-    TAP_OK(parse(&o, err, sizeof err, 3, a3) == -1 && strstr(err, "--runner"),
-           "missing --runner rejected");
+
+    /* the case: the kernel refuses what the launcher would */
+    TAP_OK(s_kernel("pids", "2") == -1, "kernel refuses --pids 2 at start-up");
+    TAP_OK(s_kernel("memory", "8") == -1, "kernel refuses --memory 8 at start-up");
+    TAP_OK(s_kernel("memory", "2G") == 0, "sizes take a suffix");
+    TAP_OK(s_kernel("network", "bridge") == -1, "unknown choice refused");
+    TAP_OK(s_kernel("ro-bind", "/a:/proc/x") == -1, "reserved sandbox path refused");
+    TAP_OK(s_kernel("ro-bind", "/a:/b/../../etc") == -1, "'..' refused");
+    TAP_OK(s_kernel("workdir-name", "x") == -1, "the dead --workdir-name is gone");
+    TAP_OK(s_kernel("preload", "os;rm") == -1, "--preload takes module names only");
+    TAP_OK(s_kernel("HistoryManager.hist_file=:memory:", NULL) == 0,
+           "a traitlets option is ignored, not fatal");
+    TAP_OK(s_kernel("bogus", "1") == -1, "an unknown option is refused");
+
+    const char *la[] = {"x",         "--sandbox=none",   "--memory", "256",
+                        "--pids=10", "--cpus",           "0.5",      "--ro-bind",
+                        "/d:/mnt/d", "--require-limits", "--python", "/usr/bin/python3",
+                        "--runner",  "/r/runner.py"};
+    cb_options_t o;
+    TAP_EQ_INT(cb_options_parse(14, (char **) la, &o, err, sizeof err), 0, "launcher: many flags");
+    TAP_OK(o.sandbox == CB_SANDBOX_NONE && o.memory_mb == 256 && o.pids == 10 && o.cpus > 0.49 &&
+               o.cpus < 0.51 && o.require_limits,
+           "launcher: values");
+    TAP_EQ_STR(o.ro_binds[0].host, "/d", "ro-bind host side");
+    TAP_EQ_STR(o.ro_binds[0].sandbox, "/mnt/d", "ro-bind sandbox side");
     cb_options_fini(&o);
-    const char *a4[] = {"x", "--memory"};
-    TAP_OK(parse(&o, err, sizeof err, 2, a4) == -1 && strstr(err, "needs a value"),
-           "option without value rejected");
+    const char *lb[] = {"x", "--python", "/p"};
+    TAP_OK(cb_options_parse(3, (char **) lb, &o, err, sizeof err) == -1 && strstr(err, "--runner"),
+           "launcher: missing --runner refused");
     cb_options_fini(&o);
+
+    /* kernel -> launcher: canonical forms the launcher parses back to the same values */
+    const char *ka[] = {"k",         "-f",        "/c.json", "--memory",
+                        "2g",        "--cpus",    "0.25",    "--ro-bind",
+                        "/a:/b",     "--ro-bind", "/c:/d",   "--require-limits",
+                        "--timeout", "5"};
+    cb_opts_t *ko = calloc(1, sizeof *ko);
+    TAP_EQ_INT(cb_opts_parse(14, (char **) ka, ko, "test", NULL, NULL), CB_OPTS_RUN,
+               "kernel: many flags");
+    TAP_EQ_STR(ko->c.connection_file, "/c.json", "-f");
+    TAP_EQ_INT(ko->c.memory_mb, 2048, "2g is 2048 MiB");
+    const char *fwd[CB_OPTS_FWD_MAX + 4];
+    size_t nf = 0;
+    fwd[nf++] = "x";
+    for (size_t i = 0; ko->fwd[i]; i++)
+        fwd[nf++] = ko->fwd[i];
+    fwd[nf++] = "--python";
+    fwd[nf++] = "/usr/bin/python3";
+    fwd[nf++] = "--runner";
+    fwd[nf++] = "/r/r.py";
+    TAP_EQ_INT(cb_options_parse((int) nf, (char **) fwd, &o, err, sizeof err), 0,
+               "the launcher parses what the kernel forwards");
+    TAP_OK(o.memory_mb == 2048 && o.cpus > 0.24 && o.cpus < 0.26 && o.n_ro_binds == 2 &&
+               o.require_limits,
+           "... to the same values");
+    bool timeout_fwd = false;
+    for (size_t i = 0; ko->fwd[i]; i++)
+        timeout_fwd |= strcmp(ko->fwd[i], "--timeout") == 0;
+    TAP_OK(!timeout_fwd, "kernel-only flags are not forwarded");
+    cb_options_fini(&o);
+    free(ko);
+
+    cb_config_t c;
+    cb_config_defaults(&c);
+    TAP_EQ_INT(c.memory_mb, CB_DEFAULT_MEMORY_MB, "memory default from the table");
+    TAP_EQ_INT(c.timeout_s, CB_DEFAULT_TIMEOUT_S, "timeout default from the table");
+    TAP_EQ_STR(c.network, "none", "network default");
     TAP_DONE();
 }

@@ -2,6 +2,7 @@
  * test_wire.c - the wire codec: round trip through a real ZMQ socket pair,
  * identities, buffers, and every way a message is dropped.
  */
+#include "kernel/bounds.h"
 #include "kernel/wire.h"
 #include "tap.h"
 
@@ -80,7 +81,21 @@ int main(void) {
     zmsg_addstr(z, "{}");
     TAP_EQ_INT(s_parse(z, &m), -CB_WIRE_ESHORT, "fewer than 5 frames after the delimiter");
     z = zmsg_new();
-    for (int i = 0; i < 40; i++)
+    for (int i = 0; i < 50; i++)
+        zmsg_addstr(z, "proxy-hop");
+    p[0] = HDR("kernel_info_request");
+    {
+        const char *hops[50];
+        for (int i = 0; i < 50; i++)
+            hops[i] = "proxy-hop";
+        zmsg_destroy(&z);
+        TAP_EQ_INT(s_parse(s_build(hops, 50, NULL, p, 0), &m), 0,
+                   "50 identities (a chain of ROUTER proxies) accepted");
+        TAP_EQ_INT(m.n_idents, 50, "all 50 kept for the reply");
+        cb_msg_clear(&m);
+    }
+    z = zmsg_new();
+    for (int i = 0; i < CB_WIRE_MAX_IDENTS + 10; i++)
         zmsg_addstr(z, "id");
     zmsg_addstr(z, "<IDS|MSG>");
     for (int i = 0; i < 5; i++)

@@ -1,5 +1,5 @@
 /*
- * runner.c - spawn and talk to the launcher and its runner (see runner.h).
+ * launch.c - spawn the launcher and read its reports (see launch.h).
  *
  * posix_spawn with file actions is the only way a process is created here:
  * libzmq has threads running, so fork() in the kernel is off limits.  The
@@ -7,12 +7,11 @@
  * so the dup2 actions onto 0-4 can never clobber one another; every other
  * fd is O_CLOEXEC and vanishes at exec.
  */
-#include "kernel/runner.h"
+#include "kernel/launch.h"
 
-#include "kernel/frame.h"
-#include "limits.h"
-#include "log.h"
-#include "util.h"
+#include "isolate/limits.h"
+#include "isolate/log.h"
+#include "isolate/util.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -24,9 +23,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#define CB_SPAWN_FD_MIN   10    /* child fds are parked here before dup2 */
-#define CB_SPAWN_ARGV_MAX 128   /* launcher argv entries */
-#define CB_IN_CHUNK       65536 /* event bytes read per read(2) */
+#define CB_SPAWN_FD_MIN   10  /* child fds are parked here before dup2 */
+#define CB_SPAWN_ARGV_MAX 160 /* launcher argv entries */
+#define CB_PASSED_FDS_MAX 4   /* fds accepted with one report datagram */
 
 int64_t cb_now_ms(void) {
     struct timespec ts;
@@ -34,12 +33,12 @@ int64_t cb_now_ms(void) {
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void cb_runner_init(cb_runner_t *r) {
-    memset(r, 0, sizeof *r);
-    r->pid = -1;
-    r->runner_pid = -1;
-    r->out_fd = r->err_fd = r->ev_fd = r->rep_fd = r->workdir_fd = -1;
-    r->exit_code = r->exit_signal = -1;
+void cb_launch_init(cb_launch_t *l) {
+    memset(l, 0, sizeof *l);
+    l->pid = -1;
+    l->runner_pid = -1;
+    l->out_fd = l->err_fd = l->ev_fd = l->rep_fd = l->workdir_fd = -1;
+    l->exit_code = l->exit_signal = -1;
 }
 
 static void s_close(int *fd) {
@@ -47,18 +46,12 @@ static void s_close(int *fd) {
     *fd = -1;
 }
 
-void cb_runner_close(cb_runner_t *r) {
-    s_close(&r->out_fd);
-    s_close(&r->err_fd);
-    s_close(&r->ev_fd);
-    s_close(&r->rep_fd);
-    s_close(&r->workdir_fd);
-    free(r->in);
-    free(r->out);
-    r->in = r->out = NULL;
-    r->in_len = r->in_cap = r->out_len = r->out_off = 0;
-    r->state = CB_RUNNER_DOWN;
-    r->pid = -1;
+void cb_launch_close_fds(cb_launch_t *l) {
+    s_close(&l->out_fd);
+    s_close(&l->err_fd);
+    s_close(&l->ev_fd);
+    s_close(&l->rep_fd);
+    s_close(&l->workdir_fd);
 }
 
 static int s_park(int fd) {
@@ -68,8 +61,8 @@ static int s_park(int fd) {
     return p;
 }
 
-int cb_runner_spawn(cb_runner_t *r, const cb_runner_cfg_t *cfg) {
-    cb_runner_init(r);
+int cb_launch_spawn(cb_launch_t *r, const cb_launch_cfg_t *cfg) {
+    cb_launch_init(r);
     int outp[2] = {-1, -1}, errp[2] = {-1, -1}, ev[2] = {-1, -1}, rep[2] = {-1, -1};
     int devnull = -1, rc = -1;
     posix_spawn_file_actions_t fa;
@@ -103,7 +96,7 @@ int cb_runner_spawn(cb_runner_t *r, const cb_runner_cfg_t *cfg) {
     const char *argv[CB_SPAWN_ARGV_MAX];
     size_t argc = 0;
     argv[argc++] = cfg->launcher;
-    for (char *const *e = cfg->extra; e && *e && argc < CB_SPAWN_ARGV_MAX - 6; e++)
+    for (const char *const *e = cfg->extra; e && *e && argc < CB_SPAWN_ARGV_MAX - 6; e++)
         argv[argc++] = *e;
     argv[argc++] = "--python";
     argv[argc++] = cfg->python;
@@ -146,7 +139,6 @@ int cb_runner_spawn(cb_runner_t *r, const cb_runner_cfg_t *cfg) {
     cb_set_nonblock(r->err_fd, 1);
     cb_set_nonblock(r->ev_fd, 1);
     cb_set_nonblock(r->rep_fd, 1);
-    r->state = CB_RUNNER_STARTING;
     r->started_ms = cb_now_ms();
     LOG_I("launcher started, pid %d", (int) pid);
     rc = 0;
@@ -160,106 +152,7 @@ out:
     return rc;
 }
 
-int cb_runner_read_events(cb_runner_t *r) {
-    if (r->ev_fd < 0) return -1;
-    for (;;) {
-        if (r->in_cap - r->in_len < CB_IN_CHUNK) {
-            size_t cap = r->in_cap ? r->in_cap * 2 : CB_IN_CHUNK * 2;
-            if (cap > CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR + CB_IN_CHUNK) {
-                if (r->in_cap - r->in_len == 0) return 0; /* full: let frames drain first */
-                cap = r->in_cap;
-            }
-            if (cap != r->in_cap) {
-                uint8_t *n = realloc(r->in, cap);
-                if (n == NULL) return 0;
-                r->in = n;
-                r->in_cap = cap;
-            }
-        }
-        ssize_t got = read(r->ev_fd, r->in + r->in_len, r->in_cap - r->in_len);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-        if (got <= 0) {
-            if (got < 0) PLOG_W("read(event socket)");
-            s_close(&r->ev_fd);
-            return -1;
-        }
-        r->in_len += (size_t) got;
-        if (r->in_len >= CB_RUNNER_FRAME_HDR + CB_IN_CHUNK * 4) return 0; /* let the caller parse */
-    }
-}
-
-int cb_runner_next_frame(cb_runner_t *r, json_t **out) {
-    *out = NULL;
-    while (r->in_len > 0 && !r->protocol_error) {
-        size_t used = 0;
-        int rc = cb_frame_extract(r->in, r->in_len, CB_RUNNER_FRAME_MAX, &used, out);
-        if (rc == CB_FRAME_NEED) return 0;
-        if (rc == CB_FRAME_FATAL) {
-            r->protocol_error = true;
-            snprintf(r->protocol_what, sizeof r->protocol_what,
-                     "a frame length outside 1..%u bytes", (unsigned) CB_RUNNER_FRAME_MAX);
-            LOG_W("runner broke the frame protocol: %s", r->protocol_what);
-            return 0;
-        }
-        memmove(r->in, r->in + used, r->in_len - used);
-        r->in_len -= used;
-        if (rc == CB_FRAME_OK) return 1;
-        LOG_W("runner sent a frame that is not a JSON object with a string \"type\"; dropped");
-    }
-    return 0;
-}
-
-int cb_runner_send(cb_runner_t *r, const json_t *frame) {
-    uint8_t *buf;
-    size_t len;
-    if (cb_frame_encode(frame, CB_RUNNER_FRAME_MAX, &buf, &len) < 0) {
-        LOG_W("frame for the runner too large or not encodable");
-        return -1;
-    }
-    if (r->out_off == r->out_len) {
-        free(r->out);
-        r->out = buf;
-        r->out_len = len;
-        r->out_off = 0;
-    } else {
-        uint8_t *n = realloc(r->out, r->out_len + len);
-        if (n == NULL) {
-            free(buf);
-            return -1;
-        }
-        memcpy(n + r->out_len, buf, len);
-        free(buf);
-        r->out = n;
-        r->out_len += len;
-    }
-    return cb_runner_flush(r);
-}
-
-void cb_runner_send_ack(cb_runner_t *r) {
-    json_auto_t *ack = json_pack("{s:s}", "type", "ack");
-    if (ack) cb_runner_send(r, ack);
-}
-
-bool cb_runner_wants_write(const cb_runner_t *r) {
-    return r->ev_fd >= 0 && r->out_off < r->out_len;
-}
-
-int cb_runner_flush(cb_runner_t *r) {
-    while (r->ev_fd >= 0 && r->out_off < r->out_len) {
-        ssize_t w = send(r->ev_fd, r->out + r->out_off, r->out_len - r->out_off, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-        if (w < 0) {
-            PLOG_W("send(event socket)");
-            return -1;
-        }
-        r->out_off += (size_t) w;
-    }
-    return 0;
-}
-
-static void s_report(cb_runner_t *r, char *msg, size_t len, int passed_fd) {
+static void s_report(cb_launch_t *r, char *msg, size_t len, int passed_fd) {
     msg[len] = '\0';
     char *sp = strchr(msg, ' ');
     const char *rest = sp ? sp + 1 : "";
@@ -304,12 +197,12 @@ static void s_report(cb_runner_t *r, char *msg, size_t len, int passed_fd) {
     if (passed_fd >= 0) close(passed_fd);
 }
 
-int cb_runner_read_reports(cb_runner_t *r) {
+int cb_launch_read_reports(cb_launch_t *r) {
     while (r->rep_fd >= 0) {
         char buf[CB_REPORT_LINE_MAX + 1];
         union {
             struct cmsghdr h;
-            char space[CMSG_SPACE(sizeof(int) * 4)];
+            char space[CMSG_SPACE(sizeof(int) * CB_PASSED_FDS_MAX)];
         } ctl;
         struct iovec iov = {buf, CB_REPORT_LINE_MAX};
         struct msghdr mh = {.msg_iov = &iov,
@@ -327,10 +220,10 @@ int cb_runner_read_reports(cb_runner_t *r) {
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                 size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                int fds[4];
+                int fds[CB_PASSED_FDS_MAX];
                 memcpy(fds, CMSG_DATA(c),
                        nfd * sizeof(int) < sizeof fds ? nfd * sizeof(int) : sizeof fds);
-                for (size_t i = 0; i < nfd && i < 4; i++) {
+                for (size_t i = 0; i < nfd && i < CB_PASSED_FDS_MAX; i++) {
                     if (fd < 0)
                         fd = fds[i];
                     else
@@ -343,30 +236,27 @@ int cb_runner_read_reports(cb_runner_t *r) {
     return -1;
 }
 
-void cb_runner_interrupt(cb_runner_t *r) {
-    if (r->pid > 0 && !r->reaped) kill(r->pid, SIGINT);
+void cb_launch_signal(cb_launch_t *l, int sig) {
+    if (l->pid > 0 && !l->reaped) kill(l->pid, sig);
 }
 
-void cb_runner_kill(cb_runner_t *r) {
-    if (r->pid > 0 && !r->reaped) kill(r->pid, SIGTERM);
-    if (r->state != CB_RUNNER_DOWN) r->state = CB_RUNNER_DYING;
-}
-
-void cb_runner_reaped(cb_runner_t *r, int status) {
-    r->reaped = true;
-    r->wait_status = status;
-    if (!r->exit_reported) {
+bool cb_launch_reap(cb_launch_t *l) {
+    if (l->reaped) return true;
+    if (l->pid <= 0) return false;
+    int status;
+    pid_t p = waitpid(l->pid, &status, WNOHANG);
+    if (p != l->pid) return false;
+    l->reaped = true;
+    if (!l->exit_reported) {
         /* The launcher died without reporting: describe the launcher itself. */
-        if (WIFEXITED(status)) r->exit_code = WEXITSTATUS(status);
-        if (WIFSIGNALED(status)) r->exit_signal = WTERMSIG(status);
+        if (WIFEXITED(status)) l->exit_code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) l->exit_signal = WTERMSIG(status);
     }
+    return true;
 }
 
-void cb_runner_describe_exit(const cb_runner_t *r, char *buf, size_t len) {
-    if (r->protocol_error) {
-        snprintf(buf, len, "broke the kernel's frame protocol (%s) and was stopped",
-                 r->protocol_what);
-    } else if (r->oom) {
+void cb_launch_describe_exit(const cb_launch_t *r, char *buf, size_t len) {
+    if (r->oom) {
         snprintf(buf, len, "was killed because it ran out of memory (the sandbox's memory limit)");
     } else if (r->exit_signal > 0) {
         snprintf(buf, len, "was killed by signal %d (SIG%s)", r->exit_signal,

@@ -1,0 +1,67 @@
+/*
+ * bounds.h - every bound of the kernel's two protocols: the Jupyter wire
+ * (clients) and the runner's frames and pipes (the sandbox), with the
+ * budgets and rates that cap what one session's sandbox can make the
+ * kernel hold or do.  docs/SECURITY.md lists them with their defaults.
+ * Sizes are in bytes unless the name says otherwise.
+ */
+#ifndef CB_KERNEL_BOUNDS_H
+#define CB_KERNEL_BOUNDS_H
+
+/* ---- Jupyter wire (clients) ------------------------------------------------ */
+#define CB_WIRE_DELIM           "<IDS|MSG>"  /* identity/message delimiter */
+#define CB_WIRE_MAX_IDENTS      1024         /* routing identities (ROUTER proxy chains) */
+#define CB_WIRE_MAX_IDENT_BYTES 1024         /* bytes of one identity frame */
+#define CB_WIRE_MAX_BUFFERS     64           /* binary buffers after content */
+#define CB_WIRE_MAX_FRAME_BYTES (64u << 20)  /* one frame (also ZMQ_MAXMSGSIZE) */
+#define CB_WIRE_MAX_MSG_BYTES   (128u << 20) /* a whole multipart message */
+#define CB_WIRE_SIG_HEX_LEN     64           /* hmac-sha256 hex digest */
+#define CB_REPLAY_HISTORY       65536        /* signatures remembered */
+#define CB_SHELL_QUEUE_MAX      4096         /* shell requests held while aborting */
+#define CB_JSON_DEPTH_MAX       64           /* nesting of any JSON we accept, either side */
+#define CB_IOPUB_HWM            100000       /* ZMQ_SNDHWM of iopub: never reached by own msgs */
+#define CB_IOPUB_INFLIGHT_MSGS  1000         /* queued iopub messages that pause the sandbox */
+#define CB_IOPUB_INFLIGHT_BYTES (24u << 20)  /* queued iopub bytes that pause the sandbox */
+#define CB_IOPUB_STALL_MS       10000        /* congested this long: drop sandbox output */
+#define CB_CONGESTION_POLL_MS   2            /* recheck of a congested iopub */
+
+/* ---- history ---------------------------------------------------------------- */
+#define CB_HISTORY_MAX_ENTRIES 100000      /* cells remembered */
+#define CB_HISTORY_MAX_BYTES   (32u << 20) /* code + outputs remembered, oldest go first */
+#define CB_HISTORY_OUTPUT_MAX  (64u << 10) /* text/plain of one result remembered */
+
+/* ---- runner frames (fd 3) ------------------------------------------------------ */
+#define CB_RUNNER_PROTOCOL_VERSION 2           /* docs/RUNNER_PROTOCOL.md */
+#define CB_RUNNER_FRAME_HDR        4           /* big-endian u32 length prefix */
+#define CB_RUNNER_FRAME_MAX        (8u << 20)  /* largest frame either way */
+#define CB_RUNNER_FRAME_NODES_MAX  100000      /* JSON values + keys in one frame */
+#define CB_FRAME_SMALL_MAX         (4u << 10)  /* hello, clear_output, bad_request */
+#define CB_FRAME_META_MAX          (64u << 10) /* metadata of a display or result */
+#define CB_FRAME_TRANSIENT_MAX     (4u << 10)  /* transient of a display */
+#define CB_FRAME_REPLY_MAX         (4u << 20)  /* done, complete/inspect replies, error */
+#define CB_FRAME_IN_CHUNK          65536       /* event bytes read per read(2) */
+#define CB_RUNNER_HELLO_TIMEOUT_MS 30000       /* runner must say hello by then */
+#define CB_ASSIST_TIMEOUT_MS       10000       /* complete/inspect/is_complete answer by then */
+#define CB_ACK_RECHECK_MS          1           /* an unread ack: look again after this */
+#define CB_ACK_BACKOFF_MAX         7           /* ... doubling up to 128 ms */
+
+/* ---- runner stdout/stderr (fd 1/2) ------------------------------------------- */
+#define CB_STREAM_CHUNK       65536        /* bytes read from a pipe at once */
+#define CB_STREAM_FLUSH_MS    20           /* coalesce stdout/stderr this long */
+#define CB_STREAM_FLUSH_BYTES (256u << 10) /* ... or this many bytes */
+#define CB_STREAM_FIRST_MS    5            /* first bytes after a quiet period wait this long */
+
+/* ---- what one session's sandbox may cost the kernel ------------------------------ */
+#define CB_SESSION_FRAME_RATE    5000         /* frames per second */
+#define CB_SESSION_FRAME_BURST   1000         /* ... taken at once */
+#define CB_SESSION_BYTE_RATE     (64u << 20)  /* bytes per second, frames and pipes */
+#define CB_SESSION_BYTE_BURST    (16u << 20)  /* ... taken at once */
+#define CB_SESSION_IDLE_OUTPUT   (1u << 20)   /* output between requests, per idle period */
+#define CB_SESSION_OUTPUT_MAX    (4ull << 30) /* output over a sandbox's whole life */
+#define CB_SESSION_START_TRIES   3            /* failed starts in a row before giving up */
+#define CB_SESSION_BACKOFF_MS    500          /* first retry after a failed start (doubles) */
+#define CB_SESSION_RETRY_IDLE_MS 30000 /* after giving up: one new try per cell, this apart */
+#define CB_SESSION_REAP_MS       2000  /* wait this long for the sandbox to go at exit */
+#define CB_NOTICE_MAX            512   /* one notice to the user */
+
+#endif

@@ -1,0 +1,373 @@
+/*
+ * dispatch.c - Jupyter requests: one table from msg_type to handler (as
+ * xeus's kernel core has), the shell queue, and the handlers.
+ *
+ * Shell requests are served one at a time in arrival order.  Those the C
+ * side can answer (kernel_info, history, comm_*, connect, shutdown) are
+ * answered at once; execute, complete, inspect and is_complete go to the
+ * session and finish in relay.c when it reports their end.
+ */
+#include "kernel/core.h"
+
+#include "isolate/log.h"
+#include "kernel/launch.h"
+
+#include <string.h>
+
+#define S_REPLY_TYPE_MAX 64 /* bytes of a "<x>_reply" type */
+
+typedef void (*s_handler_fn)(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort);
+
+#define S_SHELL   (1u << CB_CH_SHELL)
+#define S_CONTROL (1u << CB_CH_CONTROL)
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+/* "execute_request" -> "execute_reply" */
+static void s_reply_type(const char *req_type, char *buf, size_t len) {
+    size_t n = strlen(req_type);
+    if (n > 8 && strcmp(req_type + n - 8, "_request") == 0)
+        snprintf(buf, len, "%.*s_reply", (int) (n - 8), req_type);
+    else
+        snprintf(buf, len, "%s_reply", req_type);
+}
+
+static json_t *s_error_content(int count, const char *ename, const char *evalue) {
+    return json_pack("{s:s, s:i, s:s, s:s, s:[s++], s:{}, s:[]}", "status", "error",
+                     "execution_count", count, "ename", ename, "evalue", evalue, "traceback", ename,
+                     ": ", evalue, "user_expressions", "payload");
+}
+
+void cb_dispatch_refuse(cb_kernel_t *k, cb_channel_t ch, const cb_msg_t *m, const char *why) {
+    char rtype[S_REPLY_TYPE_MAX];
+    s_reply_type(m->msg_type, rtype, sizeof rtype);
+    cb_server_status(k, m->header, "busy");
+    cb_server_reply(k, ch, m, rtype, NULL, s_error_content(k->exec_count, "KernelError", why));
+    cb_server_status(k, m->header, "idle");
+}
+
+/* ---- handlers answered here ---------------------------------------------------------- */
+
+json_t *cb_dispatch_kernel_info(cb_kernel_t *k) {
+    const char *pv = cb_session_python_version(k->session);
+    char ver[32], mm[16], url[64], banner[CB_BANNER_MAX], requested[400] = "";
+    snprintf(ver, sizeof ver, "%s", pv[0] ? pv : k->python_version[0] ? k->python_version : "3");
+    const char *dot2 = strchr(ver, '.') ? strchr(strchr(ver, '.') + 1, '.') : NULL;
+    snprintf(mm, sizeof mm, "%.*s", dot2 ? (int) (dot2 - ver) : (int) strlen(ver), ver);
+    snprintf(url, sizeof url, "https://docs.python.org/%s", mm);
+    const char *iso = cb_session_isolation(k->session);
+    const char *fatal = cb_session_fatal(k->session);
+    if (!iso[0]) {
+        /* asked before the launcher reported: say what was requested, not more */
+        const cb_config_t *c = &k->opts->c;
+        snprintf(requested, sizeof requested,
+                 "being set up (requested: %s sandbox, memory %ld MiB, pids %ld, cpus %g, disk "
+                 "%ld MiB, network %s; the isolation in force is reported once it is up)",
+                 c->sandbox, c->memory_mb, c->pids, c->cpus, c->disk_mb, c->network);
+        iso = requested;
+    }
+    const char *shell = cb_session_shell(k->session), *sv = cb_session_shell_version(k->session);
+    char shell_line[128] = "";
+    if (strcmp(shell, "ipython") == 0)
+        snprintf(shell_line, sizeof shell_line, "Shell: IPython %s (magics, get_ipython())\n", sv);
+    else if (shell[0])
+        snprintf(shell_line, sizeof shell_line,
+                 "Shell: minimal runner (IPython is not installed in the sandbox)\n");
+    snprintf(banner, sizeof banner,
+             "Python %s (cellblock %s: a sandboxed Jupyter kernel)\n%sSandbox: %s%s%.500s\n", ver,
+             CB_VERSION, shell_line, iso, fatal[0] ? "\nLast sandbox failure: " : "", fatal);
+    return json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i}, s:s}, s:s, "
+                     "s:[{s:s, s:s}], s:[], s:b}",
+                     "status", "ok", "protocol_version", "5.3", "implementation", "cellblock",
+                     "implementation_version", CB_VERSION, "language_info", "name", "python",
+                     "version", ver, "mimetype", "text/x-python", "file_extension", ".py",
+                     "pygments_lexer", "ipython3", "codemirror_mode", "name", "ipython", "version",
+                     3, "nbconvert_exporter", "python", "banner", banner, "help_links", "text",
+                     "Python Reference", "url", url, "supported_features", "debugger", 0);
+}
+
+static void s_kernel_info(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) abort;
+    cb_server_status(k, m->header, "busy");
+    cb_server_reply(k, ch, m, "kernel_info_reply", NULL, cb_dispatch_kernel_info(k));
+    cb_server_status(k, m->header, "idle");
+}
+
+static void s_shutdown(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) abort;
+    bool restart = json_is_true(json_object_get(m->content, "restart"));
+    cb_server_status(k, m->header, "busy");
+    json_t *c = json_pack("{s:s, s:b}", "status", "ok", "restart", restart);
+    cb_server_publish(k, "shutdown_reply", m->header, json_incref(c));
+    cb_server_reply(k, ch, m, "shutdown_reply", NULL, c);
+    cb_server_status(k, m->header, "idle");
+    LOG_I("shutdown requested (restart=%d)", restart);
+    k->exiting = true;
+}
+
+static void s_interrupt(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) abort;
+    cb_server_status(k, m->header, "busy");
+    cb_session_interrupt(k->session);
+    cb_server_reply(k, ch, m, "interrupt_reply", NULL, json_pack("{s:s}", "status", "ok"));
+    cb_server_status(k, m->header, "idle");
+}
+
+static void s_history(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) abort;
+    cb_server_status(k, m->header, "busy");
+    json_t *list = cb_history_query(k->history, m->content);
+    cb_server_reply(k, ch, m, "history_reply", NULL,
+                    json_pack("{s:s, s:o}", "status", "ok", "history", list));
+    cb_server_status(k, m->header, "idle");
+}
+
+static void s_comm_info(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) abort;
+    cb_server_status(k, m->header, "busy");
+    cb_server_reply(k, ch, m, "comm_info_reply", NULL,
+                    json_pack("{s:s, s:{}}", "status", "ok", "comms"));
+    cb_server_status(k, m->header, "idle");
+}
+
+static void s_comm_open(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) ch;
+    (void) abort;
+    cb_server_status(k, m->header, "busy");
+    json_t *id = json_object_get(m->content, "comm_id");
+    if (json_is_string(id)) {
+        LOG_I("comm_open for unknown target '%s': closing it",
+              json_string_value(json_object_get(m->content, "target_name")) ?: "?");
+        cb_server_publish(k, "comm_close", m->header,
+                          json_pack("{s:O, s:{}}", "comm_id", id, "data"));
+    }
+    cb_server_status(k, m->header, "idle");
+}
+
+static void s_connect(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) abort;
+    cb_server_status(k, m->header, "busy");
+    cb_server_reply(k, ch, m, "connect_reply", NULL,
+                    json_pack("{s:s, s:i, s:i, s:i, s:i, s:i}", "status", "ok", "shell_port",
+                              k->conn.ports[CB_CH_SHELL], "iopub_port", k->conn.ports[CB_CH_IOPUB],
+                              "stdin_port", k->conn.ports[CB_CH_STDIN], "control_port",
+                              k->conn.ports[CB_CH_CONTROL], "hb_port", k->conn.ports[CB_CH_HB]));
+    cb_server_status(k, m->header, "idle");
+}
+
+/* comm_msg and comm_close for comms nobody opened: busy/idle, no reply */
+static void s_quiet(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) ch;
+    (void) abort;
+    cb_server_status(k, m->header, "busy");
+    cb_server_status(k, m->header, "idle");
+}
+
+/* ---- handlers that go to the session ------------------------------------------------- */
+
+/* Makes m the request in flight (taking it) and hands frame to the session.
+ * When the sandbox cannot take it, answers at once with the cause. */
+static void s_to_session(cb_kernel_t *k, cb_msg_t *m, cb_req_kind_t kind, json_t *frame) {
+    k->cur = *m;
+    memset(m, 0, sizeof *m);
+    k->cur_kind = kind;
+    cb_server_sync_shell(k);
+    if (frame == NULL) LOG_E("could not build the %s frame", k->cur.msg_type);
+    if (frame != NULL && cb_session_request(k->session, kind, frame) == 0) {
+        if (kind == CB_REQ_EXECUTE) cb_relay_remember(k, cb_session_seq(k->session), k->cur.header);
+        return;
+    }
+    const char *fatal = cb_session_fatal(k->session);
+    char msg[CB_LAUNCH_TEXT_MAX + 64];
+    snprintf(msg, sizeof msg, "The sandbox could not be started%s%s", fatal[0] ? ": " : ".", fatal);
+    cb_req_end_t e = {kind, NULL, "SandboxError", msg, false, true, NULL};
+    cb_relay_callbacks.on_end(k, &e);
+}
+
+static void s_execute(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) ch;
+    json_t *c = m->content;
+    cb_server_status(k, m->header, "busy");
+    if (abort) {
+        cb_server_reply(
+            k, CB_CH_SHELL, m, "execute_reply",
+            json_pack("{s:s, s:b, s:s, s:s}", "status", "aborted", "dependencies_met", 1, "engine",
+                      k->wire.session, "started", ""),
+            json_pack("{s:s, s:i}", "status", "aborted", "execution_count", k->exec_count));
+        cb_server_status(k, m->header, "idle");
+        return;
+    }
+    json_t *code = json_object_get(c, "code"), *ue = json_object_get(c, "user_expressions");
+    if (!json_is_string(code) || (ue != NULL && !json_is_object(ue))) {
+        LOG_W("execute_request %s with a bad shape", m->msg_id);
+        cb_server_reply(k, CB_CH_SHELL, m, "execute_reply", NULL,
+                        s_error_content(k->exec_count, "KernelError",
+                                        "execute_request needs a string 'code' (and an object "
+                                        "'user_expressions')"));
+        cb_server_status(k, m->header, "idle");
+        return;
+    }
+    json_t *v;
+    k->ex_silent = json_is_true(json_object_get(c, "silent"));
+    v = json_object_get(c, "store_history");
+    k->ex_store = k->ex_silent ? false : (v ? json_is_true(v) : true);
+    k->ex_stdin = json_is_true(json_object_get(c, "allow_stdin"));
+    v = json_object_get(c, "stop_on_error");
+    k->ex_stop_on_error = v ? json_is_true(v) : true;
+    k->ex_waiting_input = k->ex_have_result = false;
+    k->ex_shown = k->exec_count + 1;
+    cb_iso_now(k->ex_started);
+    if (!k->ex_silent)
+        cb_server_publish(k, "execute_input", m->header,
+                          json_pack("{s:O, s:i}", "code", code, "execution_count", k->ex_shown));
+    if (k->ex_store) {
+        k->exec_count++;
+        cb_history_add(k->history, k->exec_count, json_string_value(code));
+    }
+    json_decref(k->last_parent);
+    k->last_parent = json_incref(m->header);
+    json_t *f = json_pack("{s:s, s:O, s:b, s:b, s:O, s:b, s:i}", "type", "execute", "code", code,
+                          "silent", k->ex_silent, "store_history", k->ex_store, "user_expressions",
+                          ue ? ue : json_object(), "allow_stdin", k->ex_stdin, "execution_count",
+                          k->ex_shown);
+    s_to_session(k, m, CB_REQ_EXECUTE, f);
+}
+
+static void s_assist(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) ch;
+    (void) abort;
+    static const struct {
+        const char *msg_type, *frame_type;
+        cb_req_kind_t kind;
+    } kinds[] = {{"complete_request", "complete", CB_REQ_COMPLETE},
+                 {"inspect_request", "inspect", CB_REQ_INSPECT},
+                 {"is_complete_request", "is_complete", CB_REQ_IS_COMPLETE}};
+    size_t i = 0;
+    while (strcmp(kinds[i].msg_type, m->msg_type) != 0)
+        i++; /* the table routes only these three here */
+    cb_server_status(k, m->header, "busy");
+    const char *code = NULL;
+    json_int_t pos = 0, detail = 0;
+    json_error_t e;
+    int rc = kinds[i].kind == CB_REQ_IS_COMPLETE
+                 ? json_unpack_ex(m->content, &e, 0, "{s:s}", "code", &code)
+                 : json_unpack_ex(m->content, &e, 0, "{s:s, s:I, s?I}", "code", &code, "cursor_pos",
+                                  &pos, "detail_level", &detail);
+    json_t *f = NULL;
+    if (rc == 0)
+        f = kinds[i].kind == CB_REQ_IS_COMPLETE
+                ? json_pack("{s:s, s:s}", "type", kinds[i].frame_type, "code", code)
+                : json_pack("{s:s, s:s, s:I, s:I}", "type", kinds[i].frame_type, "code", code,
+                            "cursor_pos", pos, "detail_level", detail);
+    else
+        LOG_W("%s with a bad shape (%s): answering empty", m->msg_type, e.text);
+    if (f == NULL) {
+        /* answered empty, as ipykernel does for what it cannot read */
+        k->cur = *m;
+        memset(m, 0, sizeof *m);
+        k->cur_kind = kinds[i].kind;
+        cb_req_end_t end = {kinds[i].kind, NULL, NULL, NULL, false, false, NULL};
+        cb_relay_callbacks.on_end(k, &end);
+        return;
+    }
+    s_to_session(k, m, kinds[i].kind, f);
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+static const struct {
+    const char *msg_type; /* request type */
+    unsigned channels;    /* where it is accepted */
+    s_handler_fn handler; /* who answers */
+} s_table[] = {
+    {"kernel_info_request", S_SHELL | S_CONTROL, s_kernel_info},
+    {"shutdown_request", S_SHELL | S_CONTROL, s_shutdown},
+    {"interrupt_request", S_CONTROL, s_interrupt},
+    {"execute_request", S_SHELL, s_execute},
+    {"complete_request", S_SHELL, s_assist},
+    {"inspect_request", S_SHELL, s_assist},
+    {"is_complete_request", S_SHELL, s_assist},
+    {"history_request", S_SHELL, s_history},
+    {"comm_info_request", S_SHELL, s_comm_info},
+    {"comm_open", S_SHELL, s_comm_open},
+    {"comm_msg", S_SHELL, s_quiet},
+    {"comm_close", S_SHELL, s_quiet},
+    {"connect_request", S_SHELL, s_connect},
+};
+
+void cb_dispatch(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    LOG_D("%s: %s %s", cb_channel_name(ch), m->msg_type, m->msg_id);
+    for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++)
+        if ((s_table[i].channels & (1u << ch)) && strcmp(s_table[i].msg_type, m->msg_type) == 0) {
+            s_table[i].handler(k, ch, m, abort);
+            return;
+        }
+    LOG_W("%s: unsupported message type '%.64s'; no reply", cb_channel_name(ch), m->msg_type);
+    s_quiet(k, ch, m, abort);
+}
+
+/* ---- queues ------------------------------------------------------------------------------- */
+
+void cb_dispatch_abort_queued(cb_kernel_t *k) {
+    /* Everything that has arrived by now is "queued"; pull it in. */
+    while (k->q_len < CB_SHELL_QUEUE_MAX) {
+        cb_msg_t m;
+        int rc = cb_server_recv(k, CB_CH_SHELL, &m);
+        if (rc == 0) break;
+        if (rc < 0) continue;
+        size_t slot = (k->q_head + k->q_len) % CB_SHELL_QUEUE_MAX;
+        k->queue[slot] = (cb_queued_t){m, false};
+        k->q_len++;
+    }
+    for (size_t i = 0; i < k->q_len; i++) {
+        cb_queued_t *q = &k->queue[(k->q_head + i) % CB_SHELL_QUEUE_MAX];
+        if (strcmp(q->msg.msg_type, "execute_request") == 0) q->abort = true;
+    }
+    if (k->q_len) LOG_I("stop_on_error: %zu queued request(s) examined for abort", k->q_len);
+}
+
+void cb_dispatch_pump_shell(cb_kernel_t *k) {
+    while (k->cur_kind == CB_REQ_NONE && !k->exiting && !k->congested) {
+        cb_msg_t m;
+        bool abort = false;
+        if (k->q_len > 0) {
+            cb_queued_t *q = &k->queue[k->q_head];
+            m = q->msg;
+            abort = q->abort;
+            k->q_head = (k->q_head + 1) % CB_SHELL_QUEUE_MAX;
+            k->q_len--;
+        } else {
+            int rc = cb_server_recv(k, CB_CH_SHELL, &m);
+            if (rc == 0) break;
+            if (rc < 0) continue;
+        }
+        cb_dispatch(k, CB_CH_SHELL, &m, abort);
+        cb_msg_clear(&m);
+    }
+    cb_server_sync_shell(k);
+}
+
+void cb_dispatch_done(cb_kernel_t *k) {
+    cb_msg_clear(&k->cur);
+    k->cur_kind = CB_REQ_NONE;
+    k->ex_waiting_input = false;
+    cb_dispatch_pump_shell(k);
+}
+
+void cb_dispatch_pump_stdin(cb_kernel_t *k) {
+    for (;;) {
+        cb_msg_t m;
+        int rc = cb_server_recv(k, CB_CH_STDIN, &m);
+        if (rc == 0) return;
+        if (rc < 0) continue;
+        json_t *value = json_object_get(m.content, "value");
+        if (strcmp(m.msg_type, "input_reply") == 0 && k->ex_waiting_input &&
+            json_is_string(value)) {
+            k->ex_waiting_input = false;
+            cb_session_input_reply(k->session, json_string_value(value), NULL);
+        } else {
+            LOG_W("stdin: dropped %s (no input was requested, or bad shape)", m.msg_type);
+        }
+        cb_msg_clear(&m);
+    }
+}

@@ -1,0 +1,125 @@
+/*
+ * session.h - the one driver of a sandbox session, shared by the kernel and
+ * `cellblock run`.
+ *
+ * A cb_session_t owns the launcher process and the runner's fds, checks the
+ * runner's hello and protocol version, sends requests one at a time with a
+ * sequence number, keeps every deadline itself (cell timeout -> interrupt ->
+ * grace -> kill; hello; complete/inspect answers), reads the runner's pipes
+ * and frames under pacing and budgets (pace.h) with ordering acks, checks
+ * every frame with the frame table (frame.h), collects artifacts when an
+ * execute ends, and restarts the sandbox after it dies, with bounded
+ * retries when it cannot start at all.  It reports through callbacks and
+ * registers its fds and timer on the caller's zloop; no caller reaches into
+ * its fields.
+ *
+ * Whatever the runner sends, the session's memory is bounded (frame sizes,
+ * JSON measures, one frame in hand at a time) and so is the CPU it spends
+ * for it (frame and byte rates): a flooding sandbox stalls itself.
+ */
+#ifndef CB_SESSION_H
+#define CB_SESSION_H
+
+#include "kernel/frame.h"
+
+#include <czmq.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct cb_artifacts;
+
+typedef enum {
+    CB_REQ_NONE,
+    CB_REQ_EXECUTE,
+    CB_REQ_COMPLETE,
+    CB_REQ_INSPECT,
+    CB_REQ_IS_COMPLETE,
+} cb_req_kind_t;
+
+typedef struct {
+    const char *launcher;             /* cellblock-launcher */
+    const char *python;               /* sandboxed interpreter */
+    const char *runner;               /* runner.py on the host */
+    const char *const *launcher_args; /* forwarded flags, NULL-terminated (borrowed) */
+    long timeout_s;                   /* per execute, 0 = none */
+    long memory_mb;                   /* for messages */
+    uint64_t cell_output_max;         /* output bytes per execute */
+    struct cb_artifacts *artifacts;   /* collector (borrowed), NULL = off */
+    const char *preload;              /* modules to import while idle, or NULL */
+} cb_session_cfg_t;
+
+/* How a request ended (on_end). */
+typedef struct {
+    cb_req_kind_t kind;       /* what it was */
+    const cb_rframe_t *frame; /* done, *_reply or bad_request; NULL when none came */
+    const char *ename;        /* set when the sandbox ended it: SandboxError, TimeoutError, ... */
+    const char *message;      /* ... and why, as a sentence for the user */
+    bool timed_out;           /* the cell's timeout interrupted it */
+    bool setup_failed;        /* the sandbox never came up for it */
+    json_t *artifacts;        /* execute: summary of the artifacts published (borrowed) */
+} cb_req_end_t;
+
+typedef struct {
+    /* The runner said hello (the banner facts changed). */
+    void (*on_ready)(void *ud);
+    /* Output of the runner's stdout (0) or stderr (1): valid UTF-8.  late:
+     * it came while no execute was in flight. */
+    void (*on_stream)(void *ud, int which, const char *text, size_t len, bool late);
+    /* A checked output frame: display, update_display, execute_result,
+     * clear_output, error, input_request.  late: it belongs to no request in
+     * flight (f->seq names the one it claims). */
+    void (*on_frame)(void *ud, const cb_rframe_t *f, bool late);
+    /* One artifact bundle of the execute in flight, as soon as it is built. */
+    void (*on_artifact)(void *ud, const json_t *bundle);
+    /* The request in flight is over. */
+    void (*on_end)(void *ud, const cb_req_end_t *e);
+    /* The sandbox ended while idle (a sentence for the user). */
+    void (*on_gone)(void *ud, const char *message);
+    /* A budget ran out: a line for the user's stderr. */
+    void (*on_notice)(void *ud, const char *text, bool late);
+} cb_session_cbs_t;
+
+typedef struct cb_session cb_session_t;
+
+/* NULL on out of memory.  cfg and loop are borrowed and must outlive it. */
+cb_session_t *cb_session_new(const cb_session_cfg_t *cfg, const cb_session_cbs_t *cbs, void *ud,
+                             zloop_t *loop);
+/* Tears the sandbox down (bounded wait) and frees; idempotent, nulls *self_p. */
+void cb_session_destroy(cb_session_t **self_p);
+/* Starts a sandbox unless one is up or starting.  0 ok, -1 it cannot (see
+ * cb_session_fatal). */
+int cb_session_start(cb_session_t *s);
+/* Sends a request (frame: an object with "type" and its members; stolen).
+ * The session adds "seq".  0 sent or queued until the runner is up; -1 the
+ * sandbox cannot run it now (cb_session_fatal says why; no on_end follows). */
+int cb_session_request(cb_session_t *s, cb_req_kind_t kind, json_t *frame);
+cb_req_kind_t cb_session_current(const cb_session_t *s);
+/* The sequence number of the request in flight (or of the last one). */
+json_int_t cb_session_seq(const cb_session_t *s);
+/* Answers the runner's input_request: value, or error when NULL. */
+void cb_session_input_reply(cb_session_t *s, const char *value, const char *error);
+/* SIGINT for the execute in flight (nothing otherwise). */
+void cb_session_interrupt(cb_session_t *s);
+/* The launcher may have exited (SIGCHLD): reap it and react. */
+void cb_session_reap(cb_session_t *s);
+/* Stop (true) or resume reading the runner: the caller's sink is congested. */
+void cb_session_pause(cb_session_t *s, bool paused);
+/* Stop restarting sandboxes (shutting down). */
+void cb_session_quit(cb_session_t *s);
+
+/* For tests (tests/unit/test_session.c): adopts a process and fds as if
+ * they were a freshly spawned launcher's (fds are taken over, -1 = none). */
+void cb_session_adopt(cb_session_t *s, pid_t pid, int out_fd, int err_fd, int ev_fd, int rep_fd);
+
+/* Facts for banners, "" when unknown. */
+const char *cb_session_isolation(const cb_session_t *s);
+const char *cb_session_fatal(const cb_session_t *s);
+const char *cb_session_python_version(const cb_session_t *s);
+const char *cb_session_shell(const cb_session_t *s);
+const char *cb_session_shell_version(const cb_session_t *s);
+/* Output dropped because a budget ran out, in bytes, since the sandbox started. */
+uint64_t cb_session_dropped(const cb_session_t *s);
+
+#endif

@@ -1,0 +1,236 @@
+/*
+ * session_io.c - the session driver's intake and output (see session.c and
+ * session_priv.h): the runner's pipes and frames read under the frame and
+ * byte buckets, every byte charged to a budget (the cell's, the idle
+ * period's, the sandbox's life), the pipes drained before each frame so
+ * output keeps its order, the ack discipline (a frame is handled only once
+ * the runner has read the ack of the previous ordered one), and frames
+ * written to the runner.
+ */
+#include "kernel/session_priv.h"
+
+#include "isolate/log.h"
+
+#include <linux/sockios.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+void cb_sio_notice(cb_session_t *s, cb_budget_t *b, bool late, const char *text) {
+    if (b->told) return;
+    b->told = true;
+    if (s->cbs.on_notice) s->cbs.on_notice(s->ud, text, late);
+}
+
+/* Charges n bytes of output; returns how many may be published. */
+uint64_t cb_sio_charge(cb_session_t *s, uint64_t n, bool late) {
+    cb_budget_t *b = late ? &s->idle : &s->cell;
+    uint64_t fit = cb_budget_charge(b, n);
+    fit = cb_budget_charge(&s->life, fit);
+    s->dropped += n - fit;
+    char note[CB_NOTICE_MAX];
+    if (cb_budget_spent(&s->life) && fit < n) {
+        snprintf(note, sizeof note,
+                 "\n[cellblock] this sandbox has sent %llu MiB of output, its limit; further "
+                 "output is discarded until it restarts\n",
+                 (unsigned long long) (s->life.limit >> 20));
+        cb_sio_notice(s, &s->life, late, note);
+    } else if (fit < n && late) {
+        snprintf(note, sizeof note,
+                 "\n[cellblock] output between cells is limited to %llu KiB; further output is "
+                 "discarded until the next cell\n",
+                 (unsigned long long) (s->idle.limit >> 10));
+        cb_sio_notice(s, &s->idle, late, note);
+    } else if (fit < n) {
+        snprintf(note, sizeof note,
+                 "\n[cellblock] output limit of %llu MiB for this cell reached (--max-output); "
+                 "further output discarded\n",
+                 (unsigned long long) (s->cell.limit >> 20));
+        cb_sio_notice(s, &s->cell, late, note);
+    }
+    return fit;
+}
+
+void cb_sio_publish_stream(cb_session_t *s, int which, bool final) {
+    size_t len;
+    char *text = cb_stream_take(&s->streams[which], final, &len, cb_now_ms());
+    if (text == NULL) return;
+    bool late = !cb_sio_pipes_current(s);
+    size_t fit = (size_t) cb_sio_charge(s, len, late);
+    fit = cb_utf8_prefix(text, len, fit);
+    if (fit > 0 && s->cbs.on_stream) s->cbs.on_stream(s->ud, which, text, fit, late);
+    free(text);
+}
+
+/* Reads what a pipe has now (up to its buffer) and publishes what is due. */
+void cb_sio_read_pipe(cb_session_t *s, int which, bool all) {
+    int *fd = which ? &s->proc.err_fd : &s->proc.out_fd;
+    for (int rounds = 0; *fd >= 0; rounds++) {
+        if (!all && (rounds > 0 || !cb_bucket_ready(&s->bytes, cb_now_ms()))) break;
+        if (sizeof s->streams[which].buf - s->streams[which].len < CB_STREAM_CHUNK)
+            cb_sio_publish_stream(s, which, false);
+        ssize_t n = cb_stream_fill(&s->streams[which], *fd, cb_now_ms());
+        if (n == 0) break;
+        if (n < 0) {
+            close(*fd);
+            *fd = -1;
+            break;
+        }
+        cb_bucket_take(&s->bytes, (double) n, cb_now_ms());
+    }
+    if (cb_stream_due(&s->streams[which], cb_now_ms())) cb_sio_publish_stream(s, which, false);
+}
+
+void cb_sio_drain(cb_session_t *s, bool final) {
+    for (int w = 0; w < 2; w++) {
+        cb_sio_read_pipe(s, w, true);
+        cb_sio_publish_stream(s, w, final);
+    }
+}
+
+void cb_sio_flush_out(cb_session_t *s) {
+    while (s->proc.ev_fd >= 0 && s->out_off < s->out_len) {
+        ssize_t w = send(s->proc.ev_fd, s->out + s->out_off, s->out_len - s->out_off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (w < 0) {
+            PLOG_W("send(event socket)");
+            return;
+        }
+        s->out_off += (size_t) w;
+    }
+    if (s->out_off == s->out_len) {
+        free(s->out);
+        s->out = NULL;
+        s->out_len = s->out_off = 0;
+    }
+}
+
+/* Queues one frame (borrowed) for the runner. 0 ok, -1 too large or too deep. */
+int cb_sio_send(cb_session_t *s, const json_t *frame) {
+    uint8_t *buf;
+    size_t len;
+    if (cb_frame_encode(frame, CB_RUNNER_FRAME_MAX, &buf, &len) < 0) {
+        LOG_W("a frame for the runner is too large or not encodable");
+        return -1;
+    }
+    uint8_t *n = realloc(s->out, s->out_len + len);
+    if (n == NULL) {
+        free(buf);
+        return -1;
+    }
+    memcpy(n + s->out_len, buf, len);
+    free(buf);
+    s->out = n;
+    s->out_len += len;
+    cb_sio_flush_out(s);
+    return 0;
+}
+
+void cb_sio_send_ack(cb_session_t *s) {
+    json_auto_t *ack = json_pack("{s:s}", "type", "ack");
+    if (ack && cb_sio_send(s, ack) == 0) {
+        s->ack_pending = true;
+        s->ack_backoff = 0;
+        s->ack_check_ms = cb_now_ms() + CB_ACK_RECHECK_MS;
+    }
+}
+
+/* True while the runner has not read everything we wrote (our last ack):
+ * SIOCOUTQ of a unix socket counts what the peer has not consumed. */
+bool cb_sio_ack_unread(cb_session_t *s) {
+    if (!s->ack_pending) return false;
+    int queued = 0;
+    if (s->proc.ev_fd >= 0 &&
+        (s->out_len > s->out_off || ioctl(s->proc.ev_fd, SIOCOUTQ, &queued) < 0 || queued > 0)) {
+        if (s->ack_backoff < CB_ACK_BACKOFF_MAX) s->ack_backoff++;
+        s->ack_check_ms = cb_now_ms() + ((int64_t) CB_ACK_RECHECK_MS << s->ack_backoff);
+        return true;
+    }
+    s->ack_pending = false;
+    return false;
+}
+
+void cb_sio_reset(cb_session_t *s, int64_t now) {
+    free(s->in);
+    free(s->out);
+    s->in = s->out = NULL;
+    s->in_len = s->in_cap = s->out_len = s->out_off = 0;
+    s->ack_pending = false;
+    s->was_ready = false;
+    s->broke[0] = '\0';
+    for (int i = 0; i < 2; i++)
+        cb_stream_reset(&s->streams[i]);
+    cb_bucket_init(&s->frames, CB_SESSION_FRAME_RATE, CB_SESSION_FRAME_BURST, now);
+    cb_bucket_init(&s->bytes, CB_SESSION_BYTE_RATE, CB_SESSION_BYTE_BURST, now);
+    cb_budget_init(&s->idle, CB_SESSION_IDLE_OUTPUT);
+    cb_budget_init(&s->life, CB_SESSION_OUTPUT_MAX);
+    s->dropped = 0;
+}
+
+/* Handles buffered frames while allowed. */
+void cb_sio_process(cb_session_t *s) {
+    while (s->in_len > 0 && !s->broke[0] && s->state != S_DOWN && !s->paused) {
+        if (cb_sio_ack_unread(s)) break;
+        const uint8_t *body;
+        size_t blen, used;
+        int rc = cb_frame_extract(s->in, s->in_len, CB_RUNNER_FRAME_MAX, &body, &blen, &used);
+        if (rc == CB_FRAME_NEED) break;
+        if (rc == CB_FRAME_FATAL) {
+            snprintf(s->broke, sizeof s->broke, "a frame length outside 1..%u bytes",
+                     (unsigned) CB_RUNNER_FRAME_MAX);
+            LOG_W("runner broke the frame protocol: %s", s->broke);
+            cb_sio_kill(s, SIGKILL);
+            break;
+        }
+        int64_t now = cb_now_ms();
+        cb_bucket_take(&s->frames, 1, now);
+        cb_bucket_take(&s->bytes, (double) used, now);
+        cb_sio_drain(s, false); /* output written before this frame goes first */
+        cb_rframe_t f;
+        char why[CB_NOTICE_MAX];
+        if (cb_rframe_parse(body, blen, &f, why, sizeof why) == 0) {
+            cb_sio_frame(s, &f);
+            if (cb_rframe_needs_ack(f.type) && s->proc.ev_fd >= 0) cb_sio_send_ack(s);
+            cb_rframe_clear(&f);
+        } else {
+            LOG_W("dropped a runner frame: %s", why);
+        }
+        memmove(s->in, s->in + used, s->in_len - used);
+        s->in_len -= used;
+        if (!cb_bucket_ready(&s->frames, cb_now_ms())) break;
+    }
+    if (s->in_len == 0 && s->in_cap > 4 * CB_FRAME_IN_CHUNK) {
+        free(s->in); /* a large frame came and went: give its memory back */
+        s->in = NULL;
+        s->in_cap = 0;
+    }
+}
+
+void cb_sio_read_events(cb_session_t *s) {
+    size_t want = s->in_len + CB_FRAME_IN_CHUNK;
+    size_t cap = CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR + CB_FRAME_IN_CHUNK;
+    if (want > cap) return; /* a whole frame is buffered: handle it first */
+    if (s->in_cap < want) {
+        uint8_t *n = realloc(s->in, want);
+        if (n == NULL) return;
+        s->in = n;
+        s->in_cap = want;
+    }
+    ssize_t got;
+    do
+        got = read(s->proc.ev_fd, s->in + s->in_len, CB_FRAME_IN_CHUNK);
+    while (got < 0 && errno == EINTR);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (got <= 0) {
+        LOG_I("runner closed its event socket");
+        cb_sio_process(s);
+        close(s->proc.ev_fd);
+        s->proc.ev_fd = -1;
+        cb_sio_kill(s, SIGTERM);
+        return;
+    }
+    s->in_len += (size_t) got;
+    cb_sio_process(s);
+}

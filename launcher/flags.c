@@ -1,0 +1,441 @@
+/*
+ * flags.c - the flag table and its parser (see flags.h).
+ *
+ * Every bound below is a named constant of sandbox_limits.h or limits.h; a
+ * row is the only place where a flag's name, kind, bounds, default and help
+ * are written.  The parser is pure: it fills a cb_config_t or writes a
+ * one-line message naming the flag, and never prints or exits, so the unit
+ * test drives it and each program decides how to report.
+ */
+#include "launcher/flags.h"
+
+#include "isolate/limits.h"
+#include "isolate/sandbox_limits.h"
+#include "launcher/netproxy_limits.h"
+#include "launcher/netrules.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int s_fail(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int s_fail(char *err, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    (void) vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- checks of single values ---------------------------------------------- */
+
+/* An absolute path with no ".." component: the sandbox side must not climb
+ * out of its new root, and nothing we bind should be ambiguous. */
+static bool s_abs_clean(const char *p) {
+    if (p[0] != '/') return false;
+    for (const char *c = p; (c = strstr(c, "..")) != NULL; c += 2) {
+        bool starts = c[-1] == '/';
+        bool ends = c[2] == '/' || c[2] == '\0';
+        if (starts && ends) return false;
+    }
+    return true;
+}
+
+static int s_check_ro_bind(const char *v, char *err, size_t len) {
+    const char *colon = strchr(v, ':');
+    if (colon == NULL || strchr(colon + 1, ':') != NULL)
+        return s_fail(err, len, "'%s' is not HOST:SANDBOX", v);
+    size_t hl = (size_t) (colon - v);
+    char host[CB_PATH_MAX / 2], sb[CB_PATH_MAX / 2];
+    if (hl >= sizeof host || strlen(colon + 1) >= sizeof sb)
+        return s_fail(err, len, "'%s': path too long", v);
+    memcpy(host, v, hl);
+    host[hl] = '\0';
+    snprintf(sb, sizeof sb, "%s", colon + 1);
+    if (!s_abs_clean(host) || !s_abs_clean(sb) || strcmp(sb, "/") == 0)
+        return s_fail(err, len,
+                      "'%s': both sides must be absolute paths without '..', and SANDBOX must "
+                      "not be /",
+                      v);
+    static const char *const reserved[] = {
+        "/proc",       "/dev",      CB_SANDBOX_HOME, "/tmp", CB_SANDBOX_RUNNER_DIR,
+        "/etc/passwd", "/etc/group"};
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+        size_t rl = strlen(reserved[i]);
+        if (strncmp(sb, reserved[i], rl) == 0 && (sb[rl] == '\0' || sb[rl] == '/'))
+            return s_fail(err, len, "'%s': %s is managed by the sandbox", v, reserved[i]);
+    }
+    return 0;
+}
+
+static int s_check_preload(const char *v, char *err, size_t len) {
+    if (v[0] == '\0' ||
+        strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_., ") !=
+            strlen(v))
+        return s_fail(err, len,
+                      "'%s': expected comma-separated module names, e.g. "
+                      "numpy,pandas,matplotlib.pyplot",
+                      v);
+    return 0;
+}
+
+/* none | host | allow:HOST[:PORT],... (the egress proxy's grammar) */
+static int s_check_network(const char *v, char *err, size_t len) {
+    if (strcmp(v, "none") == 0 || strcmp(v, "host") == 0) return 0;
+    if (strncmp(v, "allow:", 6) != 0)
+        return s_fail(err, len, "'%s' is not none|host|allow:HOST[:PORT],...", v);
+    static cb_netrules_t scratch; /* large: off the stack */
+    cb_netrules_init(&scratch);
+    return cb_netrules_parse(&scratch, v + 6, err, len);
+}
+
+static int s_check_pin(const char *v, char *err, size_t len) {
+    static cb_netrules_t scratch;
+    cb_netrules_init(&scratch);
+    return cb_netrules_add_pin(&scratch, v, err, len);
+}
+
+/* ---- the table -------------------------------------------------------------- */
+
+#define S_OFF(field) offsetof(cb_config_t, field)
+#define S_L          CB_FLAG_LAUNCHER
+#define S_K          CB_FLAG_KERNEL
+#define S_NUM(x)     ((double) (x))
+#define S_NO         0.0, 0.0
+#define S_STR(x)     S_STR2(x)
+#define S_STR2(x)    #x
+
+static const cb_flag_t s_table[] = {
+    /* name, kind, min, max, unit, default, choices, metavar, group, help, who, off, count, check */
+    {"python", CB_FK_PATH, S_NO, "", "/usr/bin/python3", NULL, "PATH", "kernel",
+     "interpreter run inside the sandbox", S_L | S_K | CB_FLAG_NOFWD, S_OFF(python), 0, NULL},
+    {"log-level", CB_FK_CHOICE, S_NO, "", "warning", "debug|info|warning|error|critical", "LEVEL",
+     "kernel", "what goes to the log (stderr)", S_L | S_K, S_OFF(log_level), 0, NULL},
+    {"sandbox", CB_FK_CHOICE, S_NO, "", "full", "full|none", "MODE", "sandbox",
+     "confinement; 'none' runs code UNCONFINED, for debugging", S_L, S_OFF(sandbox), 0, NULL},
+    {"memory", CB_FK_SIZE_MB, S_NUM(CB_OPT_MIN_MEMORY_MB), S_NUM(CB_OPT_MAX_MEMORY_MB), "MiB",
+     S_STR(CB_DEFAULT_MEMORY_MB), NULL, "SIZE", "sandbox",
+     "memory limit, no swap (MiB, or with a K/M/G suffix)", S_L, S_OFF(memory_mb), 0, NULL},
+    {"pids", CB_FK_INT, S_NUM(CB_OPT_MIN_PIDS), S_NUM(CB_OPT_MAX_PIDS), "", S_STR(CB_DEFAULT_PIDS),
+     NULL, "N", "sandbox", "processes and threads", S_L, S_OFF(pids), 0, NULL},
+    {"cpus", CB_FK_FLOAT, CB_OPT_MIN_CPUS, CB_OPT_MAX_CPUS, "", S_STR(CB_DEFAULT_CPUS), NULL, "F",
+     "sandbox", "CPU share, e.g. 0.5 or 2", S_L, S_OFF(cpus), 0, NULL},
+    {"disk", CB_FK_SIZE_MB, S_NUM(CB_OPT_MIN_DISK_MB), S_NUM(CB_OPT_MAX_DISK_MB), "MiB",
+     S_STR(CB_DEFAULT_DISK_MB), NULL, "SIZE", "sandbox", "size of the working dir and /tmp (tmpfs)",
+     S_L, S_OFF(disk_mb), 0, NULL},
+    {"open-files", CB_FK_INT, S_NUM(CB_OPT_MIN_OPEN_FILES), S_NUM(CB_OPT_MAX_OPEN_FILES), "",
+     S_STR(CB_DEFAULT_OPEN_FILES), NULL, "N", "sandbox", "open file descriptors", S_L,
+     S_OFF(open_files), 0, NULL},
+    {"network", CB_FK_TEXT, S_NO, "", "none", NULL, "none|host|allow:HOST[:PORT],...", "sandbox",
+     "'none': loopback only; 'host': the host's network; 'allow:': loopback plus an HTTP(S) "
+     "proxy outside that reaches only these hosts (no port: 80 and 443; *.example.com: the "
+     "names below it)",
+     S_L, S_OFF(network), 0, s_check_network},
+    {"network-resolve", CB_FK_TEXT, S_NO, "", NULL, NULL, "NAME=ADDR", "sandbox",
+     "with allow: the proxy resolves NAME to ADDR, no DNS (repeatable)", S_L | CB_FLAG_REPEAT,
+     S_OFF(network_resolve), S_OFF(n_network_resolve), s_check_pin},
+    {"network-max-conns", CB_FK_INT, 1, S_NUM(CB_PROXY_MAX_CONNS_LIMIT), "",
+     S_STR(CB_PROXY_DEFAULT_MAX_CONNS), NULL, "N", "sandbox",
+     "with allow: concurrent connections through the proxy", S_L, S_OFF(network_max_conns), 0,
+     NULL},
+    {"network-max-bytes", CB_FK_SIZE_MB, 1, S_NUM(CB_PROXY_MAX_MB_LIMIT), "MiB",
+     S_STR(CB_PROXY_DEFAULT_MAX_MB), NULL, "SIZE", "sandbox",
+     "with allow: bytes the proxy relays per session, both directions", S_L,
+     S_OFF(network_max_mb), 0, NULL},
+    {"uid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
+     "id the code runs as when the kernel is root (default " S_STR(CB_SANDBOX_UID) ")", S_L,
+     S_OFF(uid), 0, NULL},
+    {"gid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
+     "group id the code runs as when the kernel is root", S_L, S_OFF(gid), 0, NULL},
+    {"ro-bind", CB_FK_TEXT, S_NO, "", NULL, NULL, "HOST:SANDBOX", "sandbox",
+     "expose a host path read-only inside (repeatable)", S_L | CB_FLAG_REPEAT, S_OFF(ro_bind),
+     S_OFF(n_ro_bind), s_check_ro_bind},
+    {"require-limits", CB_FK_BOOL, S_NO, "", NULL, NULL, NULL, "sandbox",
+     "fail instead of falling back to rlimits without cgroups", S_L, S_OFF(require_limits), 0,
+     NULL},
+    {"runner", CB_FK_PATH, S_NO, "", NULL, NULL, "PATH", "kernel",
+     "runner.py to start in the sandbox (default: the installed one)", S_L | S_K | CB_FLAG_NOFWD,
+     S_OFF(runner), 0, NULL},
+    {"launcher", CB_FK_PATH, S_NO, "", NULL, NULL, "PATH", "kernel",
+     "cellblock-launcher to use (default: the installed one)", S_K, S_OFF(launcher), 0, NULL},
+    {"timeout", CB_FK_INT, 0, S_NUM(CB_OPT_MAX_TIMEOUT_S), "s", S_STR(CB_DEFAULT_TIMEOUT_S), NULL,
+     "SECONDS", "limits", "wall-clock limit per cell, 0 = none", S_K, S_OFF(timeout_s), 0, NULL},
+    {"max-output", CB_FK_SIZE_MB, 1, S_NUM(CB_OPT_MAX_OUTPUT_MB), "MiB",
+     S_STR(CB_DEFAULT_MAX_OUTPUT_MB), NULL, "SIZE", "limits",
+     "bytes of output (streams, displays, results, errors) per cell", S_K, S_OFF(max_output_mb), 0,
+     NULL},
+    {"artifacts", CB_FK_CHOICE, S_NO, "", "all", "none|images|all", "MODE", "outputs",
+     "files written in the working dir returned as outputs", S_K, S_OFF(artifacts), 0, NULL},
+    {"artifact-max-file", CB_FK_SIZE_MB, 1, S_NUM(CB_OPT_MAX_ARTIFACT_FILE_MB), "MiB",
+     S_STR(CB_DEFAULT_ARTIFACT_FILE_MB), NULL, "SIZE", "outputs", "per file", S_K,
+     S_OFF(artifact_max_file_mb), 0, NULL},
+    {"artifact-max-cell", CB_FK_SIZE_MB, 1, S_NUM(CB_OPT_MAX_ARTIFACT_CELL_MB), "MiB",
+     S_STR(CB_DEFAULT_ARTIFACT_CELL_MB), NULL, "SIZE", "outputs", "per cell", S_K,
+     S_OFF(artifact_max_cell_mb), 0, NULL},
+    {"artifact-max-files", CB_FK_INT, 0, S_NUM(CB_OPT_MAX_ARTIFACT_FILES), "",
+     S_STR(CB_DEFAULT_ARTIFACT_FILES), NULL, "N", "outputs", "files per cell", S_K,
+     S_OFF(artifact_max_files), 0, NULL},
+    {"preload", CB_FK_TEXT, S_NO, "", NULL, NULL, "MODULES", "outputs",
+     "comma-separated modules imported while the sandbox is idle", S_K, S_OFF(preload), 0,
+     s_check_preload},
+};
+
+const cb_flag_t *cb_flags_table(size_t *n) {
+    *n = sizeof s_table / sizeof s_table[0];
+    return s_table;
+}
+
+const cb_flag_t *cb_flags_find(const char *name, unsigned who) {
+    for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++)
+        if ((s_table[i].who & who) && strcmp(s_table[i].name, name) == 0) return &s_table[i];
+    return NULL;
+}
+
+/* ---- values ------------------------------------------------------------------ */
+
+static void *s_field(cb_config_t *c, size_t off) { return (char *) c + off; }
+
+/* Sizes: a plain number is MiB; K, M, G (binary, optional "i"/"B") scale it. */
+static int s_size_mb(const char *v, double *mb) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || !isfinite(x) || x < 0) return -1;
+    switch (*end) {
+    case 'k':
+    case 'K': x /= 1024.0, end++; break;
+    case 'm':
+    case 'M': end++; break;
+    case 'g':
+    case 'G': x *= 1024.0, end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'I') end++;
+    if (*end == 'b' || *end == 'B') end++;
+    if (*end != '\0') return -1;
+    *mb = x;
+    return 0;
+}
+
+static bool s_choice_ok(const char *choices, const char *v) {
+    size_t vl = strlen(v);
+    for (const char *c = choices; *c;) {
+        const char *bar = strchr(c, '|');
+        size_t cl = bar ? (size_t) (bar - c) : strlen(c);
+        if (cl == vl && memcmp(c, v, vl) == 0) return true;
+        if (bar == NULL) break;
+        c = bar + 1;
+    }
+    return false;
+}
+
+int cb_flags_set(cb_config_t *c, const cb_flag_t *f, const char *val, char *err, size_t len) {
+    if (strlen(val) >= CB_FLAG_VALUE_MAX)
+        return s_fail(err, len, "--%s: value longer than %d bytes", f->name, CB_FLAG_VALUE_MAX);
+    void *p = s_field(c, f->off);
+    char *end;
+    switch (f->kind) {
+    case CB_FK_BOOL: *(bool *) p = true; return 0;
+    case CB_FK_INT: {
+        errno = 0;
+        long long x = strtoll(val, &end, 10);
+        if (errno || end == val || *end != '\0')
+            return s_fail(err, len, "--%s: '%s' is not an integer", f->name, val);
+        if ((double) x < f->min || (double) x > f->max)
+            return s_fail(err, len, "--%s: %lld is out of range [%.0f, %.0f]", f->name, x, f->min,
+                          f->max);
+        *(long *) p = (long) x;
+        return 0;
+    }
+    case CB_FK_SIZE_MB: {
+        double mb;
+        if (s_size_mb(val, &mb) < 0)
+            return s_fail(err, len, "--%s: '%s' is not a size like 512, 512M or 2G", f->name, val);
+        if (mb < f->min || mb > f->max)
+            return s_fail(err, len, "--%s: %s is out of range [%.0f, %.0f] MiB", f->name, val,
+                          f->min, f->max);
+        *(long *) p = (long) mb;
+        return 0;
+    }
+    case CB_FK_FLOAT: {
+        errno = 0;
+        double x = strtod(val, &end);
+        if (errno || end == val || *end != '\0' || !isfinite(x))
+            return s_fail(err, len, "--%s: '%s' is not a number", f->name, val);
+        if (x < f->min || x > f->max)
+            return s_fail(err, len, "--%s: %g is out of range [%g, %g]", f->name, x, f->min,
+                          f->max);
+        *(double *) p = x;
+        return 0;
+    }
+    case CB_FK_CHOICE:
+        if (!s_choice_ok(f->choices, val))
+            return s_fail(err, len, "--%s: '%s' is not %s", f->name, val, f->choices);
+        break;
+    case CB_FK_PATH:
+        if (val[0] != '/')
+            return s_fail(err, len, "--%s: '%s' is not an absolute path", f->name, val);
+        break;
+    case CB_FK_TEXT: break;
+    }
+    if (f->check != NULL) {
+        char why[CB_FLAG_ERR_MAX];
+        if (f->check(val, why, sizeof why) < 0) return s_fail(err, len, "--%s: %s", f->name, why);
+    }
+    if (f->who & CB_FLAG_REPEAT) {
+        size_t *n = s_field(c, f->count_off);
+        if (*n >= CB_FLAG_REPEAT_MAX)
+            return s_fail(err, len, "--%s: given more than %d times", f->name, CB_FLAG_REPEAT_MAX);
+        ((const char **) p)[(*n)++] = val;
+    } else {
+        *(const char **) p = val;
+    }
+    return 0;
+}
+
+void cb_config_defaults(cb_config_t *c) {
+    memset(c, 0, sizeof *c);
+    char err[CB_FLAG_ERR_MAX];
+    for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++) {
+        const cb_flag_t *f = &s_table[i];
+        if (f->def == NULL) continue;
+        /* a default that fails its own row is a programming error */
+        if (cb_flags_set(c, f, f->def, err, sizeof err) < 0) abort();
+    }
+}
+
+/* ---- argv --------------------------------------------------------------------- */
+
+int cb_flags_parse(cb_config_t *c, unsigned who, int argc, char **argv, cb_flags_other_fn other,
+                   void *ud, char *err, size_t len) {
+    if (len > 0) err[0] = '\0';
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const cb_flag_t *f = NULL;
+        const char *val = NULL;
+        if (strncmp(a, "--", 2) == 0 && a[2] != '\0') {
+            char name[CB_FLAG_NUM_MAX * 2];
+            const char *eq = strchr(a + 2, '=');
+            size_t nl = eq ? (size_t) (eq - a - 2) : strlen(a + 2);
+            if (nl < sizeof name) {
+                memcpy(name, a + 2, nl);
+                name[nl] = '\0';
+                f = cb_flags_find(name, who);
+                if (f && eq) val = eq + 1;
+            }
+        }
+        if (f == NULL) {
+            int r = other ? other(argc, argv, &i, ud, err, len) : 0;
+            if (r < 0) return -1;
+            if (r == 0) return s_fail(err, len, "unknown option '%s' (see --help)", a);
+            continue;
+        }
+        if (f->kind == CB_FK_BOOL) {
+            if (val != NULL) return s_fail(err, len, "--%s takes no value", f->name);
+            val = "1";
+        } else if (val == NULL) {
+            if (i + 1 >= argc) return s_fail(err, len, "--%s needs a value", f->name);
+            val = argv[++i];
+        }
+        if (cb_flags_set(c, f, val, err, len) < 0) return -1;
+    }
+    return 0;
+}
+
+int cb_flags_check_network(const cb_config_t *c, char *err, size_t len) {
+    bool allow = strncmp(c->network, "allow:", 6) == 0;
+    if (allow && strcmp(c->sandbox, "none") == 0)
+        return s_fail(err, len,
+                      "--network allow: needs --sandbox full (without a sandbox there is no "
+                      "allowlist to enforce)");
+    if (c->n_network_resolve > 0 && !allow)
+        return s_fail(err, len, "--network-resolve needs --network allow:...");
+    return 0;
+}
+
+void cb_flags_usage(FILE *out, unsigned who) {
+    static const char *const groups[] = {"kernel", "sandbox", "limits", "outputs"};
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+        bool first = true;
+        for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++) {
+            const cb_flag_t *f = &s_table[i];
+            if (!(f->who & who) || strcmp(f->group, groups[g]) != 0) continue;
+            if (first) fprintf(out, "\n%s:\n", groups[g]);
+            first = false;
+            char lhs[64];
+            if (f->kind == CB_FK_BOOL)
+                snprintf(lhs, sizeof lhs, "--%s", f->name);
+            else if (f->kind == CB_FK_CHOICE)
+                snprintf(lhs, sizeof lhs, "--%s %s", f->name, f->choices);
+            else
+                snprintf(lhs, sizeof lhs, "--%s %s", f->name, f->metavar);
+            fprintf(out, "  %-28s %s", lhs, f->help);
+            bool paren = false;
+            if (f->def != NULL) {
+                fprintf(out, " (default %s%s%s", f->def, f->unit[0] ? " " : "", f->unit);
+                paren = true;
+            }
+            if (f->kind == CB_FK_INT || f->kind == CB_FK_SIZE_MB || f->kind == CB_FK_FLOAT) {
+                fprintf(out, "%s%g..%g%s%s", paren ? "; " : " (", f->min, f->max,
+                        f->unit[0] ? " " : "", f->unit);
+                paren = true;
+            }
+            fprintf(out, "%s\n", paren ? ")" : "");
+        }
+    }
+}
+
+/* Adds "--name" and, unless NULL, its value to out. */
+static int s_emit(const cb_flag_t *f, const char *val, const char **out, size_t max, size_t *n,
+                  cb_flag_num_t *store, size_t store_n, size_t *s) {
+    if (*n + (val ? 2 : 1) > max || *s >= store_n) return -1;
+    snprintf(store[*s], CB_FLAG_NUM_MAX, "--%s", f->name);
+    out[(*n)++] = store[(*s)++];
+    if (val) out[(*n)++] = val;
+    return 0;
+}
+
+int cb_flags_forward(const cb_config_t *c, const char **out, size_t max, cb_flag_num_t *store,
+                     size_t store_n) {
+    size_t n = 0, s = 0;
+    for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++) {
+        const cb_flag_t *f = &s_table[i];
+        if (!(f->who & CB_FLAG_LAUNCHER) || (f->who & CB_FLAG_NOFWD)) continue;
+        const char *p = (const char *) c + f->off;
+        int rc = 0;
+        switch (f->kind) {
+        case CB_FK_BOOL:
+            if (*(const bool *) p) rc = s_emit(f, NULL, out, max, &n, store, store_n, &s);
+            break;
+        case CB_FK_INT:
+        case CB_FK_SIZE_MB:
+            if (*(const long *) p == 0 && f->def == NULL) break; /* unset: launcher's default */
+            if (s + 1 >= store_n) return -1;
+            snprintf(store[s + 1], CB_FLAG_NUM_MAX, "%ld", *(const long *) p);
+            rc = s_emit(f, store[s + 1], out, max, &n, store, store_n, &s);
+            s++;
+            break;
+        case CB_FK_FLOAT:
+            if (s + 1 >= store_n) return -1;
+            snprintf(store[s + 1], CB_FLAG_NUM_MAX, "%.6g", *(const double *) p);
+            rc = s_emit(f, store[s + 1], out, max, &n, store, store_n, &s);
+            s++;
+            break;
+        default:
+            if (f->who & CB_FLAG_REPEAT) {
+                size_t cnt = *(const size_t *) ((const char *) c + f->count_off);
+                for (size_t k = 0; k < cnt && rc == 0; k++)
+                    rc = s_emit(f, ((const char *const *) p)[k], out, max, &n, store, store_n, &s);
+            } else if (*(const char *const *) p != NULL) {
+                rc = s_emit(f, *(const char *const *) p, out, max, &n, store, store_n, &s);
+            }
+            break;
+        }
+        if (rc < 0) return -1;
+    }
+    return (int) n;
+}

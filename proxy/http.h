@@ -1,0 +1,54 @@
+/*
+ * http.h - the proxy's request-head parser and the head it forwards.
+ *
+ * Input is untrusted bytes from the sandbox.  The parser never allocates,
+ * reads only within the given length, and accepts a deliberately small
+ * grammar (RFC 9110/9112): CONNECT host:port, or a method with an
+ * absolute http:// URI (or an origin-form path plus Host, as sent to a unix
+ * socket by `curl --unix-socket`).  Anything ambiguous is refused with the
+ * status a client understands: obs-fold, whitespace before a colon, control
+ * bytes, two Host or Content-Length headers, Content-Length together with
+ * Transfer-Encoding, userinfo in the URI, https:// without CONNECT.
+ */
+#ifndef CB_PROXY_HTTP_H
+#define CB_PROXY_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "launcher/netproxy_limits.h"
+
+typedef enum {
+    CB_HTTP_CONNECT = 1, /* CONNECT host:port: a tunnel */
+    CB_HTTP_FORWARD = 2, /* a plain-http request forwarded with a rewritten head */
+} cb_http_kind_t;
+
+typedef struct {
+    cb_http_kind_t kind;              /* what to do */
+    char method[CB_PROXY_METHOD_MAX]; /* "GET", "CONNECT", ... */
+    char host[CB_PROXY_NAME_MAX + 3]; /* host as sent (IPv6 keeps its brackets) */
+    uint16_t port;                    /* explicit or 80 */
+    int minor;                        /* HTTP/1.<minor> */
+    size_t head_len;                  /* bytes of the head, blank line included */
+    size_t path_off, path_len;        /* FORWARD: origin-form target in the buffer */
+} cb_http_req_t;
+
+enum { CB_HTTP_INCOMPLETE = 0, CB_HTTP_OK = 1 };
+
+/* Parses the head at the start of buf (len bytes).  Returns CB_HTTP_OK with
+ * req filled, CB_HTTP_INCOMPLETE when more bytes are needed (the caller
+ * bounds the head at CB_PROXY_HEAD_MAX and answers 431 past it), or an HTTP
+ * error status (400, 405, 501, 505) with a short reason in *why. */
+int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **why);
+/* Writes the head sent upstream for a FORWARD request: "METHOD path
+ * HTTP/1.x", Host = the target, the client's headers minus hop-by-hop ones
+ * (Connection, Proxy-*, Keep-Alive, TE, Trailer, Upgrade) and Host, then
+ * "Connection: close".  Returns bytes written, or -1 if out_len is short. */
+long cb_http_forward_head(const char *buf, const cb_http_req_t *req, char *out, size_t out_len);
+/* Formats a complete error response (status, reason phrase = text, same
+ * text as the body, Connection: close) into out.  Non-printable bytes of
+ * text become '?'.  Returns its length. */
+size_t cb_http_error(int status, const char *text, char *out, size_t out_len);
+
+#endif

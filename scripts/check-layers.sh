@@ -1,0 +1,33 @@
+#!/bin/sh
+# check-layers.sh - DESIGN.md's dependency direction, for #include lines:
+# kernel -> launcher, artifacts -> isolate; isolate depends on nothing above
+# it.  (The link order of the per-folder archives checks the same for
+# symbols.)  Exits 1 and names each offending line.
+set -eu
+bad=0
+check() { # folder, allowed project folders (regex)
+    for f in "$1"/*.c "$1"/*.h; do
+        [ -e "$f" ] || continue
+        grep -n '^#include "' "$f" | while IFS= read -r line; do
+            inc=$(printf '%s' "$line" | sed 's/.*#include "\([^"]*\)".*/\1/')
+            case "$inc" in
+            */*) dir=${inc%%/*} ;;
+            *) dir=$1 ;; # same folder
+            esac
+            if ! printf '%s' "$dir" | grep -Eq "^($2)$"; then
+                echo "check-layers: $f:${line%%:*}: $1/ must not include $inc"
+                echo x >> "$tmp"
+            fi
+        done
+    done
+}
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+check isolate 'isolate'
+check artifacts 'artifacts|isolate'
+check launcher 'launcher|isolate'
+check kernel 'kernel|launcher|artifacts|isolate'
+check proxy 'proxy|launcher|isolate'
+[ -s "$tmp" ] && bad=1
+[ "$bad" = 0 ] && echo "check-layers: includes follow DESIGN.md's layers"
+exit "$bad"

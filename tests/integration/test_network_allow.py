@@ -1,0 +1,639 @@
+"""`--network allow:HOST[:PORT],...`: the sandbox reaches only the listed hosts,
+through cellblock-proxy, and nothing else.
+
+Everything here stays on loopback: the "hosts" are servers this module starts
+on 127.0.0.1 (a plain HTTP server, a TLS server with a CA made here that also
+serves a tiny PEP 503 index, and a server on a port that is not listed); the
+names are pinned with --network-resolve, so the proxy never asks a real DNS
+server; the DNS-rebinding test gives the proxy a fake DNS server on
+127.0.0.1.  Nothing is ever sent to another address.
+
+Through the real path: a built kernel started by jupyter_client with
+`--network allow:...`, its cells using urllib, pip and curl as a user would.
+The proxy's bounds (idle and head timeouts, connections) are also exercised
+on the proxy program alone with small values, which is faster and keeps
+timing out of the kernel tests.
+"""
+
+import base64
+import hashlib
+import http.server
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
+
+from .conftest import BUILD, KERNEL_BIN
+from .helpers import TIMEOUT, Kernel, descendants, execute, is_cellblock, wait_gone
+
+pytestmark = pytest.mark.cellblock_only
+
+PROXY_BIN = os.path.join(BUILD, "libexec", "cellblock", "cellblock-proxy")
+CA_IN_SANDBOX = "/etc/cellblock-test/ca.pem"
+BIG = 64 << 20          # bytes the /big endpoint can send
+BUDGET_MB = 4           # --network-max-bytes of the budget kernel
+MUST_WORK = os.environ.get("CB_MUST_WORK") == "1"
+
+
+def _skip(reason):
+    if MUST_WORK:
+        pytest.fail("skip not allowed (CB_MUST_WORK=1): " + reason)
+    pytest.skip(reason)
+
+
+# --------------------------------------------------------------------------
+# the allowed "hosts": servers on 127.0.0.1
+# --------------------------------------------------------------------------
+
+def _wheel():
+    files = {"tinypkg/__init__.py": b"VALUE = 42\n",
+             "tinypkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+             "tinypkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: cellblock-test\n"
+                                            b"Root-Is-Purelib: true\nTag: py3-none-any\n"}
+    buf, record = io.BytesIO(), []
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{name},sha256={digest},{len(data)}")
+        record.append("tinypkg-1.0.dist-info/RECORD,,")
+        z.writestr("tinypkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+    return buf.getvalue()
+
+
+WHEEL = _wheel()
+WHEEL_NAME = "tinypkg-1.0-py3-none-any.whl"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def _send(self, body, ctype="text/plain"):
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        p = self.path
+        if p.startswith("/hello"):
+            self._send(b"hello from %s, Host %s" % (self.server.label.encode(),
+                                                    self.headers.get("Host", "").encode()))
+        elif p.rstrip("/") == "/simple":
+            self._send(b'<html><body><a href="/simple/tinypkg/">tinypkg</a></body></html>',
+                       "text/html")
+        elif p.rstrip("/") == "/simple/tinypkg":
+            sha = hashlib.sha256(WHEEL).hexdigest()
+            self._send(f'<html><body><a href="/files/{WHEEL_NAME}#sha256={sha}">{WHEEL_NAME}</a>'
+                       f'</body></html>'.encode(), "text/html")
+        elif p == "/files/" + WHEEL_NAME:
+            self._send(WHEEL, "application/octet-stream")
+        elif p.startswith("/big"):
+            self.send_response(200)
+            self.send_header("Content-Length", str(BIG))
+            self.end_headers()
+            chunk = b"x" * 65536
+            try:
+                for _ in range(BIG // len(chunk)):
+                    self.wfile.write(chunk)
+            except OSError:
+                pass   # the proxy cut it: what the test wants
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def _serve(label, tls_ctx=None):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.daemon_threads = True
+    srv.label = label
+    if tls_ctx is not None:
+        srv.socket = tls_ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def _openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    if not is_cellblock():
+        _skip("cellblock only")
+    if not os.access(PROXY_BIN, os.X_OK):
+        _skip(f"{PROXY_BIN} not built; run make")
+    if shutil.which("openssl") is None:
+        _skip("openssl is needed to make the test CA (scripts/deps.sh installs it)")
+    tmp = tempfile.mkdtemp(prefix="cb-net-")
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+             "-days", "2", "-subj", "/CN=cellblock test CA",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign", cwd=tmp)
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
+             "-subj", "/CN=tls.test", cwd=tmp)
+    with open(os.path.join(tmp, "ext.cnf"), "w") as f:
+        f.write("subjectAltName=DNS:tls.test\nbasicConstraints=CA:FALSE\n"
+                "extendedKeyUsage=serverAuth\n")
+    _openssl("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "ext.cnf", cwd=tmp)
+    os.chmod(tmp, 0o755)
+    os.chmod(os.path.join(tmp, "ca.pem"), 0o644)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(os.path.join(tmp, "srv.pem"), os.path.join(tmp, "srv.key"))
+    plain, tls, other = _serve("plain"), _serve("tls", ctx), _serve("other")
+    h = {"dir": tmp, "ca": os.path.join(tmp, "ca.pem"),
+         "plain": plain.server_address[1], "tls": tls.server_address[1],
+         "other": other.server_address[1]}
+    yield h
+    for s in (plain, tls, other):
+        s.shutdown()
+        s.server_close()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _allow_args(h, *extra):
+    return ["--network", f"allow:plain.test:{h['plain']},tls.test:{h['tls']}",
+            "--network-resolve", "plain.test=127.0.0.1",
+            "--network-resolve", "tls.test=127.0.0.1",
+            "--ro-bind", f"{h['ca']}:{CA_IN_SANDBOX}",
+            "--log-level", "info", *extra]
+
+
+class _AllowKernel(Kernel):
+    """The built cellblock kernelspec with extra flags, its stderr (the log,
+    where the proxy's decisions go) kept in a file."""
+
+    def __init__(self, args, log_path):
+        super().__init__()
+        self.args, self.log_path = args, log_path
+
+    def start(self, timeout=TIMEOUT):
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+        self._log = open(self.log_path, "w")
+        self.km.start_kernel(env=env, extra_arguments=self.args, stderr=self._log)
+        self.pid = self.km.provisioner.process.pid
+        self.kc = self.km.client()
+        self.kc.allow_stdin = False
+        self.kc.start_channels()
+        try:
+            self.kc.wait_for_ready(timeout=timeout)
+        except Exception:
+            self.stop(check=False)
+            raise
+        return self
+
+    def log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def run(self, code, timeout=TIMEOUT):
+        r = execute(self.kc, code, timeout=timeout)
+        assert r.status == "ok", r.error_text() + "\n--- log:\n" + self.log()[-3000:]
+        return r.stream("stdout")
+
+    def proxy_pid(self):
+        for p in descendants(self.pid):
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if os.path.basename(f.read().split(b"\0")[0]) == b"cellblock-proxy":
+                        return p
+            except OSError:
+                pass
+        return None
+
+
+@pytest.fixture(scope="module")
+def nk(hosts):
+    k = _AllowKernel(_allow_args(hosts), os.path.join(hosts["dir"], "kernel.log")).start()
+    # what a user does to trust a private CA: bind it in, point Python at it
+    k.run(f"import os\nos.environ['SSL_CERT_FILE'] = {CA_IN_SANDBOX!r}\n"
+          f"os.environ['PIP_CERT'] = {CA_IN_SANDBOX!r}\n"
+          f"os.environ['CURL_CA_BUNDLE'] = {CA_IN_SANDBOX!r}")
+    yield k
+    k.stop(check=True)
+
+
+# --------------------------------------------------------------------------
+# through the kernel
+# --------------------------------------------------------------------------
+
+def test_banner_and_environment_state_the_allowlist(nk, hosts):
+    banner = nk.kc.kernel_info(reply=True, timeout=TIMEOUT)["content"]["banner"]
+    assert (f"egress only via HTTP(S) proxy to plain.test:{hosts['plain']}, "
+            f"tls.test:{hosts['tls']}") in banner, banner
+    env = json.loads(nk.run("import os, json\nprint(json.dumps({k: v for k, v in os.environ.items()"
+                            " if 'proxy' in k.lower() or k.startswith('CELLBLOCK_NETWORK')}))"))
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        assert env[var] == "http://127.0.0.1:3128"
+    assert "127.0.0.1" in env["NO_PROXY"] and "localhost" in env["no_proxy"]
+    assert env["CELLBLOCK_NETWORK_ALLOW"] == f"plain.test:{hosts['plain']}, tls.test:{hosts['tls']}"
+
+
+def test_urllib_reaches_the_allowed_http_and_https_hosts(nk, hosts):
+    out = nk.run(
+        "import urllib.request\n"
+        f"print(urllib.request.urlopen('http://plain.test:{hosts['plain']}/hello', timeout=20).read().decode())\n"
+        f"print(urllib.request.urlopen('https://tls.test:{hosts['tls']}/hello', timeout=20).read().decode())\n")
+    assert f"hello from plain, Host plain.test:{hosts['plain']}" in out
+    assert f"hello from tls, Host tls.test:{hosts['tls']}" in out
+    log = nk.log()
+    assert f"allow GET plain.test:{hosts['plain']} by rule plain.test:{hosts['plain']}" in log
+    assert f"allow CONNECT tls.test:{hosts['tls']} by rule tls.test:{hosts['tls']}" in log
+
+
+def test_pip_downloads_and_installs_from_the_allowed_index(nk, hosts):
+    index = f"https://tls.test:{hosts['tls']}/simple/"
+    out = nk.run(
+        "import subprocess, sys, os\n"
+        f"r = subprocess.run([sys.executable, '-m', 'pip', 'download', '--no-deps', '--index-url', {index!r},"
+        " 'tinypkg', '-d', '/tmp/dl'], capture_output=True, text=True, timeout=120)\n"
+        "print(r.returncode, r.stderr[-2000:])\n"
+        "print(sorted(os.listdir('/tmp/dl')) if os.path.isdir('/tmp/dl') else None)\n", timeout=150)
+    assert out.startswith("0 "), out
+    assert WHEEL_NAME in out
+    # the README's recipe: %pip install --target into the home, then import
+    out = nk.run(f"%pip install -q --no-deps --index-url {index} --target /home/user/pkgs tinypkg\n"
+                 "import sys; sys.path.insert(0, '/home/user/pkgs')\n"
+                 "import tinypkg; print('VALUE', tinypkg.VALUE)", timeout=150)
+    assert "VALUE 42" in out, out
+
+
+def test_unlisted_port_name_and_address_are_refused_with_a_403_naming_why(nk, hosts):
+    out = nk.run(
+        "import urllib.request, urllib.error\n"
+        "def get(url, opener=urllib.request.urlopen):\n"
+        "    try:\n"
+        "        opener(url, timeout=20).read(); return 'REACHED'\n"
+        "    except urllib.error.HTTPError as e: return '%d %s' % (e.code, e.reason)\n"
+        "    except urllib.error.URLError as e: return 'URLError %s' % e.reason\n"
+        f"print('port:', get('http://plain.test:{hosts['other']}/hello'))\n"
+        f"print('name:', get('http://other.test:{hosts['plain']}/hello'))\n"
+        f"print('tls-port:', get('https://tls.test:{hosts['other']}/hello'))\n"
+        # an IP literal, asked of the proxy directly (NO_PROXY sends urllib's own
+        # requests for 127.0.0.1 around the proxy, where nothing listens)
+        "import socket\n"
+        "s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+        f"s.sendall(b'GET http://127.0.0.1:{hosts['plain']}/hello HTTP/1.1\\r\\n\\r\\n')\n"
+        "print('literal:', s.recv(300).split(b'\\r\\n')[0][9:].decode())\n")
+    lines = dict(line.split(": ", 1) for line in out.strip().splitlines())
+    assert lines["port"] == (f"403 Forbidden (cellblock proxy: plain.test:{hosts['other']} is not in "
+                             "the allowlist (--network allow:...))"), out
+    assert lines["name"].startswith(f"403 Forbidden (cellblock proxy: other.test:{hosts['plain']} is "
+                                    "not in the allowlist"), out
+    # https: urllib shows the CONNECT status line, which carries the reason
+    assert "Tunnel connection failed: 403 Forbidden (cellblock proxy: tls.test:" in lines["tls-port"], out
+    assert lines["literal"].startswith(f"403 Forbidden (cellblock proxy: 127.0.0.1:{hosts['plain']} "
+                                       "is not in the allowlist"), out
+    log = nk.log()
+    assert f"deny GET plain.test:{hosts['other']}: 403" in log
+    assert f"deny CONNECT tls.test:{hosts['other']}: 403" in log
+
+
+DIRECT = """
+import socket, json
+res = {}
+for name, fn in [
+    ("tcp", lambda: socket.create_connection(("127.0.0.1", PORT), timeout=5).close()),
+    ("dns", lambda: socket.getaddrinfo("plain.test", 80)),
+]:
+    try:
+        fn(); res[name] = "REACHED"
+    except OSError as e:
+        res[name] = type(e).__name__
+print(json.dumps(res))
+"""
+
+
+def test_direct_connections_without_the_proxy_fail(nk, hosts):
+    """TCP to the host's loopback and name resolution do not work in the
+    sandbox; the stock ipykernel (control) reaches the same server, so the
+    test can tell."""
+    res = json.loads(nk.run(DIRECT.replace("PORT", str(hosts["plain"]))))
+    assert res == {"tcp": "ConnectionRefusedError", "dns": "gaierror"}, res
+    if "python3" not in KernelSpecManager().find_kernel_specs():
+        return _skip("no python3 kernelspec for the control")
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel()
+    try:
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        r = execute(kc, DIRECT.replace("PORT", str(hosts["plain"])))
+        assert json.loads(r.stream("stdout"))["tcp"] == "REACHED"
+        kc.stop_channels()
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def test_curl_uses_the_proxy_and_the_unix_socket(nk, hosts):
+    if shutil.which("curl") is None:
+        return _skip("curl not installed (scripts/deps.sh installs it)")
+    out = nk.run(
+        "import subprocess\n"
+        f"r = subprocess.run(['curl', '-sS', 'https://tls.test:{hosts['tls']}/hello'], capture_output=True, text=True)\n"
+        "print('env:', r.returncode, r.stdout or r.stderr)\n"
+        "r = subprocess.run(['curl', '-sS', '--unix-socket', '/run/cellblock/proxy.sock',\n"
+        f"                    'http://plain.test:{hosts['plain']}/hello'], capture_output=True, text=True)\n"
+        "print('unix:', r.returncode, r.stdout or r.stderr)\n")
+    assert "env: 0 hello from tls" in out, out
+    assert "unix: 0 hello from plain" in out, out
+
+
+def test_proxy_survives_malformed_requests_from_the_sandbox(nk, hosts):
+    out = nk.run(
+        "import socket, os, urllib.request\n"
+        "def ask(data, read=True):\n"
+        "    s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+        "    s.sendall(data)\n"
+        "    got = s.recv(200) if read else b''\n"
+        "    s.close()\n"
+        "    return got.split(b'\\r\\n')[0].decode('latin-1')\n"
+        "print(ask(b'\\x00\\xff' * 100 + b'\\r\\n\\r\\n'))\n"
+        "print(ask(b'GET http://a HTTP/1.1\\r\\nX: ' + b'y' * 20000 + b'\\r\\n\\r\\n'))\n"
+        "print(ask(b'GET http://x.test/ HTTP/1.1\\r\\nA: 1\\r\\n b\\r\\n\\r\\n'))\n"
+        "for i in range(200):\n"
+        "    ask(os.urandom(i % 97 + 1) + b'\\r\\n\\r\\n', read=False)\n"
+        f"print(urllib.request.urlopen('http://plain.test:{hosts['plain']}/hello', timeout=20).read().decode())\n")
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("HTTP/1.1 400 Bad Request"), out
+    assert lines[1].startswith("HTTP/1.1 431 Request Header Fields Too Large"), out
+    assert lines[2].startswith("HTTP/1.1 400 Bad Request (cellblock proxy: folded header line)"), out
+    assert lines[3].startswith("hello from plain"), out
+
+
+def test_the_launcher_restarts_a_proxy_that_died(nk, hosts):
+    pid = nk.proxy_pid()
+    assert pid is not None, "no cellblock-proxy below the kernel"
+    os.kill(pid, signal.SIGKILL)
+    assert not wait_gone({pid}, 10)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and nk.proxy_pid() in (None, pid):
+        time.sleep(0.05)
+    assert nk.proxy_pid() not in (None, pid)
+    out = nk.run(f"import urllib.request\nprint(urllib.request.urlopen("
+                 f"'http://plain.test:{hosts['plain']}/hello', timeout=20).read().decode())")
+    assert "hello from plain" in out
+    assert "restarting it (1 of 3)" in nk.log()
+
+
+def test_a_large_download_is_bounded_and_the_proxy_dies_with_the_kernel(hosts):
+    log = os.path.join(hosts["dir"], "budget.log")
+    k = _AllowKernel(_allow_args(hosts, "--network-max-bytes", f"{BUDGET_MB}M"), log).start()
+    try:
+        proxy = k.proxy_pid()
+        assert proxy is not None
+        out = k.run(
+            "import urllib.request, urllib.error\n"
+            f"r = urllib.request.urlopen('http://plain.test:{hosts['plain']}/big', timeout=60)\n"
+            "got = 0\n"
+            "try:\n"
+            "    while True:\n"
+            "        b = r.read(65536)\n"
+            "        if not b: break\n"
+            "        got += len(b)\n"
+            "except Exception as e:\n"
+            "    print('cut:', type(e).__name__)\n"
+            "print('got', got)\n"
+            "try:\n"
+            f"    urllib.request.urlopen('http://plain.test:{hosts['plain']}/hello', timeout=20)\n"
+            "except urllib.error.HTTPError as e:\n"
+            "    print('after:', e.code, e.reason)\n", timeout=90)
+        got = int(out.split("got ")[1].split()[0])
+        assert got <= BUDGET_MB << 20, out
+        assert got < BIG
+        assert "after: 403 Forbidden (cellblock proxy: the session's network byte budget (4 MiB) " \
+               "is used up)" in out, out
+        assert "network byte budget (4194304 bytes) is used up" in k.log()
+    finally:
+        k.stop(check=True)     # fails if any process (the proxy included) survives
+    assert not wait_gone({proxy}, 5)
+
+
+def test_kernel_install_and_the_flags_validate_the_allowlist(tmp_path):
+    r = subprocess.run([KERNEL_BIN, "install", "--prefix", str(tmp_path), "--name", "cb-net",
+                        "--network", "allow:pypi.org,files.pythonhosted.org:443",
+                        "--network-resolve", "pypi.org=127.0.0.1", "--network-max-conns", "8"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    spec = json.load(open(tmp_path / "share/jupyter/kernels/cb-net/kernel.json"))
+    assert spec["argv"][-6:] == ["--network", "allow:pypi.org,files.pythonhosted.org:443",
+                                 "--network-resolve", "pypi.org=127.0.0.1",
+                                 "--network-max-conns", "8"]
+    assert "network allowlist" in spec["display_name"]
+    for bad, why in [(["--network", "allow:"], "empty"),
+                     (["--network", "allow:a.org:99999"], "port"),
+                     (["--network", "allow:::1"], "IPv6"),
+                     (["--network-resolve", "a.org=1.2.3.4"], "needs --network allow"),
+                     (["--network", "allow:a.org", "--sandbox", "none"], "needs --sandbox full")]:
+        r = subprocess.run([KERNEL_BIN, "install", "--prefix", str(tmp_path), *bad],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and why in r.stderr, (bad, r.stderr)
+    r = subprocess.run([KERNEL_BIN, "--help"], capture_output=True, text=True, timeout=30)
+    assert "allow:HOST[:PORT],..." in r.stdout and "--network-resolve NAME=ADDR" in r.stdout
+
+
+def test_sandbox_client_accepts_a_host_list(hosts):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client"))
+    from cellblock import Sandbox
+    with Sandbox(network=[f"plain.test:{hosts['plain']}"],
+                 extra_args=["--network-resolve", "plain.test=127.0.0.1"]) as sb:
+        ex = sb.run_code("import urllib.request\nurllib.request.urlopen("
+                         f"'http://plain.test:{hosts['plain']}/hello', timeout=20).read().decode()")
+        assert ex.error is None, ex.error
+        assert "hello from plain" in ex.text
+        assert "egress only via HTTP(S) proxy to plain.test" in sb.kernel_info["banner"]
+    with pytest.raises(ValueError):
+        Sandbox(network=["bad host!"])
+
+
+# --------------------------------------------------------------------------
+# the proxy program alone: bounds with small values, DNS answers
+# --------------------------------------------------------------------------
+
+class _Proxy:
+    def __init__(self, *args):
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        r, w = os.pipe()
+        self.log = tempfile.TemporaryFile()
+        self.p = subprocess.Popen([PROXY_BIN, "--listen-fd", str(self.lsock.fileno()),
+                                   "--ready-fd", str(w), "--log-level", "info", *args],
+                                  pass_fds=[self.lsock.fileno(), w], stderr=self.log)
+        os.close(w)
+        ready = os.read(r, 512)
+        os.close(r)
+        assert ready == b"", ready
+
+    def request(self, data, timeout=10):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        s.sendall(data)
+        return s
+
+    def stop(self):
+        alive = self.p.poll() is None
+        self.p.kill()
+        self.p.wait(10)
+        self.lsock.close()
+        return alive
+
+
+def _recv_all(s, limit=1 << 16):
+    data = b""
+    while len(data) < limit:
+        try:
+            b = s.recv(4096)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not b:
+            break
+        data += b
+    return data
+
+
+@pytest.fixture
+def plain_port(hosts):
+    return hosts["plain"]
+
+
+def test_proxy_idle_and_head_timeouts(plain_port):
+    px = _Proxy("--allow", f"plain.test:{plain_port}", "--resolve", "plain.test=127.0.0.1",
+                "--idle-timeout-ms", "300", "--head-timeout-ms", "300")
+    try:
+        s = px.request(f"CONNECT plain.test:{plain_port} HTTP/1.1\r\n\r\n".encode())
+        first = s.recv(200)
+        assert first.startswith(b"HTTP/1.1 200 Connection established")
+        assert _recv_all(s) == b""        # closed by the proxy, not by our 10 s timeout
+        s.close()
+        s = px.request(b"GET http://plain.test/ HTTP/1.1\r\n")   # never finished
+        assert _recv_all(s).startswith(b"HTTP/1.1 408 Request Timeout")
+        s.close()
+    finally:
+        assert px.stop(), "the proxy died"
+
+
+def test_proxy_connection_limit_makes_new_ones_wait(plain_port):
+    px = _Proxy("--allow", f"plain.test:{plain_port}", "--resolve", "plain.test=127.0.0.1",
+                "--max-conns", "2")
+    try:
+        held = [px.request(f"CONNECT plain.test:{plain_port} HTTP/1.1\r\n\r\n".encode())
+                for _ in range(2)]
+        for s in held:
+            assert s.recv(200).startswith(b"HTTP/1.1 200")
+        third = px.request(f"GET http://plain.test:{plain_port}/hello HTTP/1.1\r\n\r\n".encode(),
+                           timeout=1)
+        with pytest.raises(socket.timeout):
+            third.recv(100)               # not served while two are open
+        held[0].close()
+        third.settimeout(10)
+        assert b"hello from plain" in _recv_all(third)
+        third.close()
+        held[1].close()
+    finally:
+        assert px.stop(), "the proxy died"
+
+
+def _dns_server(answers):
+    """A fake DNS server on 127.0.0.1 (UDP): answers A queries for the names
+    in `answers` with the given IPv4 address, NXDOMAIN otherwise."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                q, peer = sock.recvfrom(512)
+            except socket.timeout:
+                continue
+            qid, qd = q[:2], q[12:]
+            labels, i = [], 0
+            while qd[i]:
+                labels.append(qd[i + 1:i + 1 + qd[i]].decode())
+                i += qd[i] + 1
+            question = qd[:i + 5]
+            qtype = struct.unpack("!H", qd[i + 1:i + 3])[0]
+            addr = answers.get(".".join(labels).lower())
+            if addr and qtype == 1:
+                ans = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 5, 4) + socket.inet_aton(addr)
+                sock.sendto(qid + b"\x81\x80" + struct.pack("!HHHH", 1, 1, 0, 0) + question + ans,
+                            peer)
+            else:
+                rcode = b"\x81\x80" if addr else b"\x81\x83"
+                sock.sendto(qid + rcode + struct.pack("!HHHH", 1, 0, 0, 0) + question, peer)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return sock, stop, t
+
+
+def test_dns_answers_in_special_ranges_are_refused(plain_port):
+    """A listed name whose DNS answer is loopback (rebinding) or the cloud
+    metadata address is refused: only the operator (an IP rule, a pin, the
+    host's /etc/hosts) can make such an address reachable.  The proxy never
+    connects there: the refusal comes before connect(2)."""
+    dns, stop, thread = _dns_server({"rebind.test": "127.0.0.1", "meta.test": "169.254.169.254"})
+    px = _Proxy("--allow", f"rebind.test:{plain_port},meta.test:{plain_port}",
+                "--dns-server", f"127.0.0.1:{dns.getsockname()[1]}")
+    try:
+        for name, what in [("rebind.test", "127.0.0.1, a loopback address"),
+                           ("meta.test", "169.254.169.254, a cloud metadata address")]:
+            s = px.request(f"GET http://{name}:{plain_port}/hello HTTP/1.1\r\n\r\n".encode())
+            reply = _recv_all(s).decode("latin-1")
+            s.close()
+            assert reply.startswith(f"HTTP/1.1 403 Forbidden (cellblock proxy: {name} resolves to "
+                                    f"{what}: not allowed unless listed"), reply
+        s = px.request(f"GET http://nx.test:{plain_port}/ HTTP/1.1\r\n\r\n".encode())
+        assert _recv_all(s).startswith(b"HTTP/1.1 403")   # not listed: never resolved
+        s.close()
+    finally:
+        alive = px.stop()
+        stop.set()
+        thread.join(5)
+        dns.close()
+    assert alive, "the proxy died"
+    px.log.seek(0)
+    log = px.log.read().decode()
+    assert " allow GET" not in log, log
+
+
+def test_proxy_survives_a_flood_of_random_connections(plain_port):
+    px = _Proxy("--allow", f"plain.test:{plain_port}", "--resolve", "plain.test=127.0.0.1",
+                "--head-timeout-ms", "2000")
+    try:
+        rnd = __import__("random").Random(1234)
+        for i in range(300):
+            data = bytes(rnd.getrandbits(8) for _ in range(rnd.randint(1, 300)))
+            if i % 3 == 0:
+                data = b"CONNECT " + data + b" HTTP/1.1\r\n\r\n"
+            elif i % 3 == 1:
+                data = b"GET http://" + data + b"\r\n\r\n"
+            s = px.request(data)
+            s.close()
+        s = px.request(f"GET http://plain.test:{plain_port}/hello HTTP/1.1\r\n\r\n".encode())
+        assert b"hello from plain" in _recv_all(s)
+        s.close()
+    finally:
+        assert px.stop(), "the proxy died"

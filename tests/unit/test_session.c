@@ -1,0 +1,301 @@
+/*
+ * test_session.c - the session driver, fed through socketpairs as if a
+ * launcher and runner were on the other end: hello and the protocol
+ * version, requests with their sequence numbers, every frame type, the ack
+ * discipline, malformed and forged frames, budgets, and death.
+ *
+ * The "launcher" is a forked child that only waits: the test plays the
+ * runner on the other ends of the sockets, and ends the child to play a
+ * death.  Everything runs on a real zloop.
+ */
+#include "kernel/bounds.h"
+#include "kernel/launch.h"
+#include "kernel/session.h"
+#include "tap.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    int ready, ends, gone, notices, frames, streams; /* callback counts */
+    cb_rframe_type_t last_type;                      /* of the last on_frame */
+    bool last_late;                                  /* ... and whether late */
+    char end_ename[64];                              /* of the last on_end */
+    char end_msg[512];                               /* ... */
+    bool end_had_frame;                              /* ... */
+    char stream[4096];                               /* stdout text received */
+    size_t stream_len;                               /* ... bytes */
+} rec_t;
+
+static rec_t g;
+static int g_ev = -1, g_out = -1, g_rep = -1; /* the test's ends */
+static pid_t g_child = -1;
+
+static void on_ready(void *ud) { (void) ud, g.ready++; }
+static void on_stream(void *ud, int which, const char *t, size_t len, bool late) {
+    (void) ud, (void) late;
+    if (which == 0 && g.stream_len + len < sizeof g.stream) {
+        memcpy(g.stream + g.stream_len, t, len);
+        g.stream_len += len;
+    }
+    g.streams++;
+}
+static void on_frame(void *ud, const cb_rframe_t *f, bool late) {
+    (void) ud;
+    g.frames++;
+    g.last_type = f->type;
+    g.last_late = late;
+}
+static void on_end(void *ud, const cb_req_end_t *e) {
+    (void) ud;
+    g.ends++;
+    g.end_had_frame = e->frame != NULL;
+    snprintf(g.end_ename, sizeof g.end_ename, "%s", e->ename ? e->ename : "");
+    snprintf(g.end_msg, sizeof g.end_msg, "%s", e->message ? e->message : "");
+}
+static void on_gone(void *ud, const char *m) { (void) ud, (void) m, g.gone++; }
+static void on_notice(void *ud, const char *t, bool late) {
+    (void) ud, (void) t, (void) late, g.notices++;
+}
+
+static const cb_session_cbs_t cbs = {on_ready, on_stream, on_frame, NULL,
+                                     on_end,   on_gone,   on_notice};
+
+/* ---- the runner's side ------------------------------------------------------------- */
+
+static void s_write_frame(const char *json) {
+    size_t n = strlen(json);
+    uint8_t hdr[4] = {(uint8_t) (n >> 24), (uint8_t) (n >> 16), (uint8_t) (n >> 8), (uint8_t) n};
+    if (write(g_ev, hdr, 4) != 4 || write(g_ev, json, n) != (ssize_t) n) perror("write");
+}
+
+/* Reads one frame the session sent, within ms; returns its JSON or NULL. */
+static json_t *s_read_frame(int ms) {
+    struct pollfd p = {g_ev, POLLIN, 0};
+    if (poll(&p, 1, ms) <= 0) return NULL;
+    uint8_t hdr[4];
+    if (read(g_ev, hdr, 4) != 4) return NULL;
+    size_t n = ((size_t) hdr[0] << 24) | ((size_t) hdr[1] << 16) | ((size_t) hdr[2] << 8) | hdr[3];
+    char *b = malloc(n);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(g_ev, b + got, n - got);
+        if (r <= 0) break;
+        got += (size_t) r;
+    }
+    json_t *v = json_loadb(b, got, 0, NULL);
+    free(b);
+    return v;
+}
+
+/* Runs the loop until cond() or ms pass. */
+typedef bool (*cond_fn)(void);
+static cond_fn g_cond;
+static int64_t g_until;
+static int s_tick(zloop_t *loop, int id, void *arg) {
+    (void) loop, (void) id, (void) arg;
+    return (g_cond && g_cond()) || cb_now_ms() >= g_until ? -1 : 0;
+}
+static void s_run(zloop_t *loop, cond_fn cond, int ms) {
+    g_cond = cond;
+    g_until = cb_now_ms() + ms;
+    int t = zloop_timer(loop, 2, 0, s_tick, NULL);
+    zloop_start(loop);
+    zloop_timer_end(loop, t);
+}
+static bool c_ready(void) { return g.ready > 0; }
+static bool c_end(void) { return g.ends > 0; }
+static bool c_frame(void) { return g.frames > 0; }
+static bool c_never(void) { return false; }
+
+static cb_session_t *s_new(zloop_t *loop, cb_session_cfg_t *cfg) {
+    memset(&g, 0, sizeof g);
+    int ev[2], out[2], rep[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ev) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rep) < 0)
+        abort();
+    g_child = fork();
+    if (g_child == 0) {
+        pause();
+        _exit(0);
+    }
+    cb_session_t *s = cb_session_new(cfg, &cbs, NULL, loop);
+    cb_session_adopt(s, g_child, out[0], -1, ev[0], rep[0]);
+    g_ev = ev[1], g_out = out[1], g_rep = rep[1];
+    return s;
+}
+
+static void s_end(cb_session_t **s) {
+    cb_session_quit(*s);
+    if (g_child > 0) kill(g_child, SIGKILL);
+    cb_session_destroy(s);
+    close(g_ev), close(g_out), close(g_rep);
+    g_child = -1;
+}
+
+static void s_hello(zloop_t *loop) {
+    s_write_frame("{\"type\":\"hello\",\"version\":2,\"python_version\":\"3.11.2\","
+                  "\"shell\":\"minimal\"}");
+    s_run(loop, c_ready, 2000);
+}
+
+static json_int_t s_take_request(const char *type) {
+    json_t *f = s_read_frame(2000);
+    const char *t = json_string_value(json_object_get(f, "type"));
+    json_int_t seq = json_integer_value(json_object_get(f, "seq"));
+    TAP_OK(t && strcmp(t, type) == 0 && seq > 0, "the runner receives %s with seq %lld", type,
+           (long long) seq);
+    json_decref(f);
+    return seq;
+}
+
+int main(void) {
+    zsys_set_logstream(NULL);
+    signal(SIGPIPE, SIG_IGN);
+    zloop_t *loop = zloop_new();
+    cb_session_cfg_t cfg = {
+        "/nonexistent", "/usr/bin/python3", "/nonexistent", NULL, 0, 64, 1 << 20, NULL, NULL};
+    char buf[512];
+
+    /* 1. hello, an execute with its frames, done */
+    cb_session_t *s = s_new(loop, &cfg);
+    s_hello(loop);
+    TAP_EQ_INT(g.ready, 1, "hello accepted");
+    TAP_EQ_STR(cb_session_python_version(s), "3.11.2", "python_version from hello");
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE,
+                                  json_pack("{s:s, s:s}", "type", "execute", "code", "1")),
+               0, "execute accepted");
+    json_int_t seq = s_take_request("execute");
+    if (write(g_out, "printed\n", 8) != 8) perror("write");
+    snprintf(buf, sizeof buf, "{\"type\":\"display\",\"seq\":%lld,\"data\":{\"text/plain\":\"d\"}}",
+             (long long) seq);
+    s_write_frame(buf);
+    s_run(loop, c_frame, 2000);
+    TAP_OK(g.frames == 1 && g.last_type == CB_RF_DISPLAY && !g.last_late,
+           "display handed over for the request in flight");
+    TAP_OK(g.stream_len == 8 && memcmp(g.stream, "printed\n", 8) == 0,
+           "stdout written before the display was published before it");
+    json_t *ack = s_read_frame(2000);
+    TAP_EQ_STR(json_string_value(json_object_get(ack, "type")), "ack", "the display is acked");
+    json_decref(ack);
+    snprintf(buf, sizeof buf, "{\"type\":\"done\",\"seq\":%lld,\"status\":\"ok\"}",
+             (long long) (seq + 7));
+    s_write_frame(buf);
+    s_run(loop, c_end, 200);
+    TAP_EQ_INT(g.ends, 0, "a done for another sequence number is refused");
+    s_write_frame("{\"type\":\"done\",\"status\":\"ok\"}");
+    s_write_frame("garbage that is not json");
+    s_write_frame("{\"type\":\"teleport\",\"seq\":1}");
+    s_run(loop, c_end, 200);
+    TAP_EQ_INT(g.ends, 0, "a done without seq, garbage and unknown types are dropped");
+    snprintf(buf, sizeof buf, "{\"type\":\"done\",\"seq\":%lld,\"status\":\"ok\"}",
+             (long long) seq);
+    s_write_frame(buf);
+    s_run(loop, c_end, 2000);
+    TAP_OK(g.ends == 1 && g.end_had_frame && g.end_ename[0] == '\0',
+           "the right done ends the request");
+    snprintf(buf, sizeof buf,
+             "{\"type\":\"display\",\"seq\":%lld,\"data\":{\"text/plain\":\"late\"}}",
+             (long long) seq);
+    g.frames = 0;
+    s_write_frame(buf);
+    s_run(loop, c_frame, 2000);
+    TAP_OK(g.frames == 1 && g.last_late, "output after the reply is late output");
+    json_decref(s_read_frame(500)); /* its ack */
+
+    /* 2. the ack discipline: a second ordered frame waits until the ack is read */
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "second execute");
+    seq = s_take_request("execute");
+    g.frames = 0;
+    snprintf(buf, sizeof buf, "{\"type\":\"clear_output\",\"seq\":%lld}", (long long) seq);
+    s_write_frame(buf);
+    s_write_frame(buf);
+    s_run(loop, c_never, 300);
+    TAP_EQ_INT(g.frames, 1, "with its ack unread, the next frame is not handled");
+    json_decref(s_read_frame(500)); /* the runner reads the ack */
+    s_run(loop, c_never, 400);
+    TAP_EQ_INT(g.frames, 2, "... and is once the ack was read");
+    json_decref(s_read_frame(500));
+
+    /* 3. the cell's output budget covers frames too */
+    snprintf(buf, sizeof buf, "{\"type\":\"done\",\"seq\":%lld,\"status\":\"ok\"}",
+             (long long) seq);
+    s_write_frame(buf);
+    s_run(loop, c_end, 2000);
+    cfg.cell_output_max = 300;
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "third execute");
+    seq = s_take_request("execute");
+    g.frames = g.notices = g.ends = 0;
+    for (int i = 0; i < 10; i++) {
+        snprintf(buf, sizeof buf,
+                 "{\"type\":\"display\",\"seq\":%lld,\"data\":{\"text/plain\":\"%060d\"}}",
+                 (long long) seq, i);
+        s_write_frame(buf);
+        s_run(loop, c_never, 30);
+        json_t *a = s_read_frame(300);
+        json_decref(a);
+    }
+    s_run(loop, c_never, 50);
+    TAP_OK(g.frames < 10 && g.frames >= 1, "displays past the output budget are dropped (%d of 10)",
+           g.frames);
+    TAP_EQ_INT(g.notices, 1, "one notice says so");
+
+    /* 4. death: the launcher reports the runner's exit and goes */
+    const char *rep = "exit code=3 oom=0";
+    if (send(g_rep, rep, strlen(rep), 0) < 0) perror("send");
+    kill(g_child, SIGKILL);
+    waitpid(g_child, NULL, __WALL | WNOHANG); /* not ours to reap: the session does */
+    cb_session_quit(s);
+    for (int i = 0; i < 100 && g.ends < 1; i++) {
+        cb_session_reap(s);
+        s_run(loop, c_never, 10);
+    }
+    TAP_OK(g.ends == 1 && strcmp(g.end_ename, "SandboxError") == 0,
+           "the request in flight ends when the sandbox dies (%s)", g.end_ename);
+    TAP_OK(strstr(g.end_msg, "exited with code 3") != NULL, "... naming the cause (%s)", g.end_msg);
+    g_child = -1;
+    s_end(&s);
+
+    /* 5. a hello of another protocol version ends the sandbox */
+    cfg.cell_output_max = 1 << 20;
+    s = s_new(loop, &cfg);
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "an execute waits for hello");
+    s_write_frame("{\"type\":\"hello\",\"version\":1}");
+    cb_session_quit(s);
+    for (int i = 0; i < 200 && g.ends == 0; i++) {
+        s_run(loop, c_never, 10);
+        cb_session_reap(s);
+    }
+    TAP_EQ_INT(g.ready, 0, "a wrong version is not accepted");
+    TAP_OK(g.ends == 1 && strstr(g.end_msg, "could not be started") != NULL &&
+               strstr(g.end_msg, "protocol") != NULL,
+           "the waiting request gets the cause (%s)", g.end_msg);
+    g_child = -1;
+    s_end(&s);
+
+    /* 6. a broken length prefix is fatal for the stream */
+    s = s_new(loop, &cfg);
+    s_hello(loop);
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_COMPLETE, json_pack("{s:s}", "type", "complete")), 0,
+               "complete");
+    (void) s_take_request("complete");
+    uint8_t zero[4] = {0, 0, 0, 0};
+    if (write(g_ev, zero, 4) != 4) perror("write");
+    cb_session_quit(s);
+    for (int i = 0; i < 200 && g.ends == 0; i++) {
+        s_run(loop, c_never, 10);
+        cb_session_reap(s);
+    }
+    TAP_OK(g.ends == 1 && strstr(g.end_msg, "frame protocol") != NULL,
+           "a zero-length frame ends the sandbox, and the request says why (%s)", g.end_msg);
+    g_child = -1;
+    s_end(&s);
+    zloop_destroy(&loop);
+    TAP_DONE();
+}
