@@ -84,3 +84,17 @@ bool cb_caps_none_left(void) {
         if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) > 0) return false;
     return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_SYS_ADMIN, 0, 0) <= 0;
 }
+
+int cb_caps_become(uid_t uid, gid_t gid, bool clear_groups) {
+    if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0) return -1;
+    if (clear_groups && setgroups(0, NULL) < 0) return -1;
+    if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0) return -1;
+    /* leaving uid 0 cleared the effective set; the permitted one was kept */
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+    if (syscall(SYS_capget, &hdr, data) < 0) return -1;
+    for (int i = 0; i < _LINUX_CAPABILITY_U32S_3; i++)
+        data[i].effective = data[i].permitted;
+    if (syscall(SYS_capset, &hdr, data) < 0) return -1;
+    return prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+}

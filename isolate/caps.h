@@ -33,4 +33,13 @@ int cb_caps_last_cap(void);
 /* True when the calling process has no capability in any set. */
 bool cb_caps_none_left(void);
 
+/* Async-signal-safe, for the sandbox's init right after its id maps are
+ * written: become uid/gid (the ids inside the user namespace, mapped to the
+ * sandbox's host id) and keep every capability of the namespace, so the
+ * filesystem can be built with files owned by mapped ids.  clear_groups:
+ * drop the supplementary groups (allowed unless setgroups is denied).
+ * Credentials changed: the parent-death signal is cleared, re-arm it.
+ * 0 ok, -1 errno. */
+int cb_caps_become(uid_t uid, gid_t gid, bool clear_groups);
+
 #endif

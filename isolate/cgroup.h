@@ -1,13 +1,30 @@
 /*
- * cgroup.h - per-sandbox control groups, v2 or v1.
+ * cgroup.h - per-sandbox control groups, v2 or v1, and their cleanup.
  *
- * v2: a child of the launcher's own cgroup when that cgroup is delegated
- * (writable, with memory/pids/cpu in its subtree_control); memory.max with
- * memory.swap.max=0, pids.max, cpu.max; teardown through cgroup.kill.
- * v1: one directory per hierarchy (memory with memsw so there is no swap,
- * pids, cpu, freezer); teardown freezes, SIGKILLs and thaws.
+ * Layout, under the cgroup the kernel (and so the launcher) runs in, in
+ * every hierarchy used:
+ *
+ *   <own cgroup>/cellblock-k<kernel pid>-<start>/      one per kernel (parent)
+ *                 cellblock-<launcher pid>-<start>/    one per sandbox (limits)
+ *
+ * A pid plus its start time (cb_proc_start_time) names one process for good,
+ * so a group whose owner is gone is recognised even after pid reuse, and
+ * groups of live owners (other kernels on the host) are never touched.
+ *
+ * v2: the parent's subtree_control gets memory, pids and cpu (the v2 rule:
+ * only a group without processes can hand controllers down, so the kernel's
+ * own cgroup must be a delegated, process-free one or the root);
+ * memory.max with memory.swap.max=0, pids.max, cpu.max; teardown through
+ * cgroup.kill.  v1: one directory per hierarchy (memory with memsw so there
+ * is no swap, pids, cpu, freezer); teardown freezes, SIGKILLs and thaws.
  * Every path is built from a root given by the caller, so the unit test runs
  * the same file-level logic against a fake tree in a temp dir.
+ *
+ * Who removes what: the launcher removes its own group (and the parent, when
+ * it is left empty) when it ends, also on SIGTERM, which is its parent-death
+ * signal.  Groups whose owner died by SIGKILL are removed by the next
+ * launcher that starts (cb_cgroup_sweep), and by the kernel through
+ * cb_cgroup_cleanup_launcher / cb_cgroup_cleanup_kernel.
  */
 #ifndef CB_CGROUP_H
 #define CB_CGROUP_H
@@ -27,20 +44,39 @@ typedef struct {
     double cpus;    /* cfs quota in CPUs */
 } cb_cgroup_limits_t;
 
+typedef enum {
+    CB_OWNER_UNKNOWN = 0, /* not a name we make: never touched */
+    CB_OWNER_ALIVE = 1,   /* its owner runs: never touched */
+    CB_OWNER_GONE = 2,    /* its owner is gone: stale, may be removed */
+} cb_cgroup_owner_t;
+
 typedef struct cb_cgroup cb_cgroup_t;
 
-/* v2: creates PARENT/NAME under a delegated cgroup and sets the limits.
- * NULL with a reason (cause and fix) in why. */
-cb_cgroup_t *cb_cgroup_new_v2(const char *parent, const char *name, const cb_cgroup_limits_t *lim,
-                              char *why, size_t why_len);
-/* v1: ROOT is where the hierarchies are mounted (/sys/fs/cgroup); SELF is a
- * /proc/self/cgroup-format file naming our place in each.  NULL + why. */
-cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *name,
+/* "cellblock-k<pid>-<start time>": the parent group of every sandbox of the
+ * kernel `pid`.  0 ok, -1 no such process or buf too small. */
+int cb_cgroup_kernel_name(pid_t pid, char *buf, size_t len);
+/* "cellblock-<pid>-<start time>": the group of the launcher `pid`. */
+int cb_cgroup_launcher_name(pid_t pid, char *buf, size_t len);
+/* Whether the owner of the group called `name` (a directory name, no
+ * slash) is alive.  Names of the first cellblock release,
+ * "cellblock-<pid>", count as alive while that pid is a cellblock-launcher. */
+cb_cgroup_owner_t cb_cgroup_owner(const char *name);
+
+/* v2: creates BASE/PARENT/NAME (PARENT may be NULL: BASE/NAME) in a
+ * delegated BASE and sets the limits.  NULL with a reason (cause and fix)
+ * in why. */
+cb_cgroup_t *cb_cgroup_new_v2(const char *base, const char *parent, const char *name,
                               const cb_cgroup_limits_t *lim, char *why, size_t why_len);
+/* v1: ROOT is where the hierarchies are mounted (/sys/fs/cgroup); SELF is a
+ * /proc/self/cgroup-format file naming our place in each; the group is
+ * PARENT/NAME below that place (PARENT may be NULL).  NULL + why. */
+cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *parent,
+                              const char *name, const cb_cgroup_limits_t *lim, char *why,
+                              size_t why_len);
 /* Tries v2 (when this machine's unified hierarchy is delegated to us), then
  * v1.  NULL + why when neither can be used. */
-cb_cgroup_t *cb_cgroup_new_auto(const char *name, const cb_cgroup_limits_t *lim, char *why,
-                                size_t why_len);
+cb_cgroup_t *cb_cgroup_new_auto(const char *parent, const char *name,
+                                const cb_cgroup_limits_t *lim, char *why, size_t why_len);
 /* Moves pid into the cgroup(s).  0 ok, -1 errno. */
 int cb_cgroup_add(cb_cgroup_t *self, pid_t pid);
 /* SIGKILLs every process in it (v2 cgroup.kill, else freeze/kill/thaw or
@@ -51,8 +87,34 @@ bool cb_cgroup_oom(const cb_cgroup_t *self);
 /* One line: "cgroup v1: memory 1024 MiB (no swap), pids 128, cpu 1.00". */
 void cb_cgroup_describe(const cb_cgroup_t *self, char *buf, size_t len);
 cb_cgroup_version_t cb_cgroup_version(const cb_cgroup_t *self);
-/* Kills, then removes the directories.  Idempotent, NULL ok. */
+/* Kills, removes the group's directories, then the parent's when that is
+ * left empty.  Idempotent, NULL ok. */
 void cb_cgroup_destroy(cb_cgroup_t **self_p);
+
+/* ---- cleanup of groups whose owner is gone ------------------------------ */
+
+/* In one directory of one hierarchy: every cellblock-* group whose owner is
+ * gone is emptied (cgroup.kill, else SIGKILL of its members) and removed,
+ * children first; a stale parent keeps any child whose owner still runs.
+ * Returns how many groups were removed, -1 when a stale one stayed. */
+int cb_cgroup_sweep_dir(const char *dir);
+/* DIR/PARENT: sweeps it, then removes it if it is left empty (for the
+ * owner itself: the group's owner is the caller).  0 removed or absent,
+ * -1 it stayed (a live child, or an error). */
+int cb_cgroup_remove_parent_dir(const char *dir, const char *parent);
+
+/* The same over every hierarchy this process is in (v2 and v1), below its
+ * own cgroup.  The launcher calls cb_cgroup_sweep once its sandbox runs. */
+int cb_cgroup_sweep(void);
+/* For the kernel, after it reaped a launcher that did not end by itself
+ * (SIGKILL, crash): removes that launcher's group below the kernel's parent
+ * group, if it is still there and its owner really is gone.  Cheap when
+ * there is nothing to do.  0 ok (or nothing), -1 a group stayed. */
+int cb_cgroup_cleanup_launcher(pid_t launcher_pid);
+/* For the kernel at exit, after its launcher was reaped: removes the
+ * kernel's parent group ("cellblock-k<getpid()>-<start>") in every
+ * hierarchy, with any stale child.  0 ok, -1 something stayed. */
+int cb_cgroup_cleanup_kernel(void);
 
 /* File helpers, exposed for the test: read a small file / write a string. */
 int cb_cgroup_read(const char *dir, const char *file, char *buf, size_t len);

@@ -16,6 +16,7 @@
  */
 #include "mount.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "util.h"
 
 #ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x00000001
@@ -181,6 +183,139 @@ int cb_mount_plan_rdonly(cb_mount_plan_t *p, const char *sandbox) {
     return s_op(p, CB_MNT_RDONLY, sandbox) == NULL ? -1 : 0;
 }
 
+/* What /proc tells of the host that a sandbox has no use for: runc's
+ * maskedPaths, plus the boot line, kernel symbols, modules and config. */
+static const char *const s_proc_masked[] = {
+    "cmdline",    "kallsyms",   "kcore",        "keys",          "key-users",   "kmsg",
+    "config.gz",  "modules",    "timer_list",   "timer_stats",   "sched_debug", "latency_stats",
+    "interrupts", "vmallocinfo", "iomem",       "ioports",       "slabinfo",    "sysrq-trigger",
+    "kpagecount", "kpageflags", "kpagecgroup",  "acpi",          "asound",      "scsi",
+    "driver",     "dynamic_debug", "tty",
+};
+/* runc's readonlyPaths (sysrq-trigger is masked above) */
+static const char *const s_proc_readonly[] = {"bus", "fs", "irq", "sys"};
+
+int cb_mount_plan_proc_masks(cb_mount_plan_t *p, const char *proc) {
+    char path[CB_PATH_MAX];
+    for (size_t i = 0; i < sizeof s_proc_masked / sizeof s_proc_masked[0]; i++) {
+        (void) snprintf(path, sizeof path, "%s/%s", proc, s_proc_masked[i]);
+        cb_mount_op_t *op = s_op(p, CB_MNT_MASK, path);
+        if (op == NULL || asprintf(&op->src, "%s/dev/null", S_NEWROOT) < 0) return -1;
+    }
+    for (size_t i = 0; i < sizeof s_proc_readonly / sizeof s_proc_readonly[0]; i++) {
+        (void) snprintf(path, sizeof path, "%s/%s", proc, s_proc_readonly[i]);
+        if (s_op(p, CB_MNT_RO_SELF, path) == NULL) return -1;
+    }
+    return 0;
+}
+
+/* Adds a BLOB op for one host file (read now, NUL bytes and all). */
+static int s_copy_file(cb_mount_plan_t *p, int dfd, const char *name, const char *sandbox,
+                       size_t *bytes, size_t *files) {
+    cb_autofd int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return errno == ELOOP ? 0 : -1; /* a symlink: skipped */
+    struct stat st;
+    if (fstat(fd, &st) < 0) return -1;
+    if (!S_ISREG(st.st_mode)) return 0;
+    if (*files >= CB_SANDBOX_COPY_FILES_MAX ||
+        (size_t) st.st_size > CB_SANDBOX_COPY_BYTES_MAX - *bytes) {
+        LOG_E("%s: more than %d files or %u bytes to copy", sandbox, CB_SANDBOX_COPY_FILES_MAX,
+              CB_SANDBOX_COPY_BYTES_MAX);
+        errno = E2BIG;
+        return -1;
+    }
+    size_t len = (size_t) st.st_size;
+    char *data = malloc(len + 1); /* +1: never malloc(0) */
+    if (data == NULL) return -1;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = read(fd, data + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : EIO; /* shrank while we read */
+            free(data);
+            errno = e;
+            return -1;
+        }
+        got += (size_t) r;
+    }
+    cb_mount_op_t *op = s_op(p, CB_MNT_BLOB, sandbox);
+    if (op == NULL) {
+        free(data);
+        return -1;
+    }
+    op->data = data;
+    op->data_len = len;
+    op->mode = st.st_mode & 0755;
+    op->mtime = st.st_mtim;
+    *bytes += len;
+    (*files)++;
+    return 0;
+}
+
+static int s_copy_tree(cb_mount_plan_t *p, int dfd, const char *sandbox, int depth, size_t *bytes,
+                       size_t *files, size_t *dirs) {
+    int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+    if (dup_fd < 0) return -1;
+    DIR *d = fdopendir(dup_fd);
+    if (d == NULL) {
+        close(dup_fd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue; /* ., .., and hidden markers */
+        char sub[CB_PATH_MAX];
+        int n = snprintf(sub, sizeof sub, "%s/%s", sandbox, e->d_name);
+        if (n < 0 || (size_t) n >= sizeof sub) {
+            errno = ENAMETOOLONG;
+            rc = -1;
+            break;
+        }
+        if (e->d_type == DT_DIR) {
+            if (depth <= 0) continue;
+            cb_autofd int cfd =
+                openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (cfd < 0) continue;
+            (*dirs)++;
+            if (cb_mount_plan_dir(p, sub, CB_SANDBOX_MKDIR_MODE) < 0 ||
+                s_copy_tree(p, cfd, sub, depth - 1, bytes, files, dirs) < 0)
+                rc = -1;
+        } else if (e->d_type == DT_REG || e->d_type == DT_UNKNOWN) {
+            rc = s_copy_file(p, dfd, e->d_name, sub, bytes, files);
+        }
+    }
+    int saved = errno;
+    closedir(d);
+    errno = saved;
+    return rc;
+}
+
+int cb_mount_plan_copy_dir(cb_mount_plan_t *p, const char *host_dir, const char *sandbox) {
+    cb_autofd int dfd = open(host_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        PLOG_E("open(%s)", host_dir);
+        return -1;
+    }
+    /* the tmpfs first: its size is patched once the files are known */
+    size_t tmpfs_at = p->n;
+    if (cb_mount_plan_tmpfs(p, sandbox, "") < 0) return -1;
+    size_t bytes = 0, files = 0, dirs = 0;
+    if (s_copy_tree(p, dfd, sandbox, CB_SANDBOX_COPY_DEPTH, &bytes, &files, &dirs) < 0) {
+        PLOG_E("copying %s", host_dir);
+        return -1;
+    }
+    /* each file takes at least a page, each directory one too */
+    size_t kb = bytes / 1024 + (files + dirs) * 4 + CB_SANDBOX_COPY_SLACK_KB;
+    char *opts = NULL;
+    if (asprintf(&opts, "mode=0755,size=%zuk,nr_inodes=%zu", kb, files + dirs + 16) < 0)
+        return -1;
+    free(p->ops[tmpfs_at].data);
+    p->ops[tmpfs_at].data = opts;
+    return cb_mount_plan_rdonly(p, sandbox);
+}
+
 /* ---- run (async-signal-safe from here on) --------------------------------- */
 
 static size_t s_len(const char *s) {
@@ -259,6 +394,46 @@ static int s_write_file(const char *dst, const char *content, unsigned mode) {
     return 0;
 }
 
+static int s_write_blob(const cb_mount_op_t *op) {
+    if (s_mkdir_p(op->dst, true, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
+    int fd = open(op->dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, op->mode);
+    if (fd < 0) return -1;
+    size_t off = 0;
+    while (off < op->data_len) {
+        ssize_t w = write(fd, op->data + off, op->data_len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        off += (size_t) w;
+    }
+    struct timespec times[2] = {op->mtime, op->mtime};
+    int rc = futimens(fd, times);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+/* Hides dst; a path this kernel's /proc lacks is fine. */
+static int s_mask(const cb_mount_op_t *op) {
+    struct stat st;
+    if (lstat(op->dst, &st) < 0) return errno == ENOENT ? 0 : -1;
+    if (S_ISDIR(st.st_mode))
+        return mount("tmpfs", op->dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     "size=0,mode=0555");
+    return mount(op->src, op->dst, NULL, MS_BIND, NULL);
+}
+
+static int s_ro_self(const cb_mount_op_t *op) {
+    if (mount(op->dst, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+        return errno == ENOENT ? 0 : -1;
+    return s_make_ro(op->dst);
+}
+
 static int s_run_op(const cb_mount_op_t *op) {
     switch (op->kind) {
     case CB_MNT_DIR:
@@ -284,20 +459,67 @@ static int s_run_op(const cb_mount_op_t *op) {
         return mount("proc", op->dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     case CB_MNT_RDONLY:
         return mount(NULL, op->dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL);
+    case CB_MNT_MASK: return s_mask(op);
+    case CB_MNT_RO_SELF: return s_ro_self(op);
+    case CB_MNT_BLOB: return s_write_blob(op);
     }
     errno = EINVAL;
     return -1;
 }
 
+/* In a chroot our root is no mount point, so "/" cannot be made private,
+ * and mounts we make could propagate to the host's peers of the mount the
+ * chroot lives on.  We run as real root here (the kernel gives no user
+ * namespace to a chrooted process), so: step out of the chroot to the mount
+ * namespace's root (the classic chroot escape, in our own namespace), make
+ * every mount of the namespace private from there, and chroot back. */
+static int s_private_from_real_root(const char *stage) {
+    int back = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (back < 0) return -1;
+    int rc = -1;
+    if (chroot(stage) < 0) goto out; /* cwd stays outside the new root */
+    for (int i = 0; i < CB_CHROOT_UP_MAX; i++) {
+        struct stat a, b;
+        if (stat(".", &a) < 0 || stat("..", &b) < 0) goto out;
+        if (a.st_dev == b.st_dev && a.st_ino == b.st_ino) break;
+        if (chdir("..") < 0) goto out;
+    }
+    if (chroot(".") < 0) goto out;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) goto out;
+    if (fchdir(back) < 0 || chroot(".") < 0 || chdir("/") < 0) goto out;
+    rc = 0;
+out:;
+    int e = errno;
+    close(back);
+    errno = e;
+    return rc;
+}
+
 int cb_mount_run(const cb_mount_plan_t *p, int *failed) {
     *failed = -1;
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return -1;
+    /* EINVAL: our root is no mount point (a chroot) */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+        if (errno != EINVAL) return -1;
+        if (s_private_from_real_root(p->stage) < 0) return -1;
+    }
     if (mount("tmpfs", p->stage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
         return -1;
+    if (mount(NULL, p->stage, NULL, MS_PRIVATE, NULL) < 0) return -1;
     if (chdir(p->stage) < 0) return -1;
     if (mkdir(CB_SANDBOX_NEWROOT, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
     if (mkdir(CB_SANDBOX_OLDROOT, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
-    if (syscall(SYS_pivot_root, ".", CB_SANDBOX_OLDROOT) < 0) return -1;
+    if (syscall(SYS_pivot_root, ".", CB_SANDBOX_OLDROOT) < 0) {
+        if (errno != EINVAL) return -1;
+        /* pivot_root needs the current root to be a mount point; in a
+         * chroot it is a plain directory.  Bind the old root (the chroot's
+         * view) into the staging tmpfs and chroot into that: the staging
+         * tmpfs is a mount root, and the final pivot_root below works from
+         * it.  The runner can never chroot (no CAP_SYS_CHROOT, and seccomp
+         * refuses chroot), so the usual chroot escapes do not apply. */
+        if (mount("/", CB_SANDBOX_OLDROOT, NULL, MS_BIND | MS_REC, NULL) < 0) return -1;
+        if (chroot(".") < 0) return -1;
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return -1;
+    }
     if (chdir("/") < 0) return -1;
     {
         char opts[CB_OPT_MAX_NAME];

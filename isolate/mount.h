@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "sandbox_limits.h"
 
@@ -24,6 +25,9 @@ typedef enum {
     CB_MNT_FILE,     /* regular file dst with content data, mode */
     CB_MNT_PROC,     /* new procfs */
     CB_MNT_RDONLY,   /* remount dst (already a mount) read-only */
+    CB_MNT_MASK,     /* hide dst: /dev/null over a file, an empty read-only tmpfs over a dir */
+    CB_MNT_RO_SELF,  /* bind dst onto itself, read-only (a subtree of /proc) */
+    CB_MNT_BLOB,     /* regular file dst with data_len bytes of data, mode and mtime */
 } cb_mount_kind_t;
 
 typedef struct {
@@ -33,6 +37,8 @@ typedef struct {
     char *data;           /* tmpfs options or file content; owned */
     unsigned mode;        /* file/dir mode */
     bool src_is_dir;      /* BIND_*: the source is a directory */
+    size_t data_len;      /* BLOB: bytes of data */
+    struct timespec mtime; /* BLOB: modification time kept from the host (pyc checks it) */
 } cb_mount_op_t;
 
 typedef struct {
@@ -57,10 +63,27 @@ int cb_mount_plan_file(cb_mount_plan_t *p, const char *sandbox, const char *cont
 int cb_mount_plan_dir(cb_mount_plan_t *p, const char *sandbox, unsigned mode);
 int cb_mount_plan_proc(cb_mount_plan_t *p, const char *sandbox);
 int cb_mount_plan_rdonly(cb_mount_plan_t *p, const char *sandbox);
+/* After cb_mount_plan_proc(p, proc) and the /dev nodes: hide what /proc
+ * tells of the host, as container runtimes do (runc's maskedPaths and
+ * readonlyPaths, plus the boot command line, kernel symbols and modules),
+ * and make /proc/sys and friends read-only.  Entries this kernel lacks are
+ * skipped when the plan runs.  0 ok, -1 errno. */
+int cb_mount_plan_proc_masks(cb_mount_plan_t *p, const char *proc);
+/* Copies the regular files of host_dir (and of its subdirectories, up to
+ * CB_SANDBOX_COPY_DEPTH) into a fresh tmpfs at sandbox, read-only
+ * afterwards: the sandbox sees the files, and nothing of where they live on
+ * the host (a bind would name the host path in /proc/self/mountinfo).
+ * Modification times are kept.  Symlinks and hidden entries are skipped;
+ * at most CB_SANDBOX_COPY_FILES_MAX files and CB_SANDBOX_COPY_BYTES_MAX
+ * bytes.  0 ok, -1 errno (E2BIG: over a bound). */
+int cb_mount_plan_copy_dir(cb_mount_plan_t *p, const char *host_dir, const char *sandbox);
 
 /* Async-signal-safe: make / private, build the new root from the plan,
- * pivot into it, detach the old root, make / read-only.  0 ok; -1 errno,
- * *failed = index of the failing op (-1: a fixed step). */
+ * pivot into it, detach the old root, make / read-only.  When the current
+ * root is not a mount point (a chroot: pivot_root says EINVAL), the old root
+ * is bind-mounted into the staging tmpfs and we chroot there first, so the
+ * staging tmpfs is a real mount root and the final pivot_root works.
+ * 0 ok; -1 errno, *failed = index of the failing op (-1: a fixed step). */
 int cb_mount_run(const cb_mount_plan_t *p, int *failed);
 
 #endif

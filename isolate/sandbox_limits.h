@@ -22,6 +22,7 @@
 #define CB_OPT_MIN_OPEN_FILES 16L             /* python needs a few */
 #define CB_OPT_MAX_ID         0x7ffffffeL     /* --uid/--gid upper bound */
 #define CB_OPT_MAX_RO_BINDS   32              /* --ro-bind repeats */
+#define CB_OPT_MIN_ID_FIRST   65536UL         /* --uid-range: above system, user, nobody ids */
 #define CB_OPT_MAX_NAME       64              /* --workdir-name length */
 
 /* ---- launcher fds and runner ------------------------------------------ */
@@ -39,13 +40,29 @@
 #define CB_SANDBOX_USER     "user"                         /* USER and passwd name */
 #define CB_SANDBOX_HOSTNAME "cellblock"                    /* uts ns hostname */
 
+/* ---- per-sandbox host ids (isolate/idpool.h) -------------------------- */
+/* Default range: 0x70000000, the first id above systemd's container range
+ * (524288-1879048191) and below 2^31, 65536 ids: far from real users, from
+ * /etc/subuid allocations (100000+) and from nobody (65534). */
+#define CB_SANDBOX_ID_FIRST  1879048192UL          /* --uid-range FIRST */
+#define CB_SANDBOX_ID_COUNT  65536UL               /* --uid-range COUNT */
+#define CB_SANDBOX_ID_RANGE  "1879048192:65536"    /* the two above, as the flag's default */
+#define CB_SANDBOX_ID_DIR    "/run/cellblock/uids" /* lock files, one per id in use (root) */
+
+#define CB_USERNS_MOUNTINFO_MAX (256u << 10) /* bytes of /proc/self/mountinfo read */
+#define CB_CHROOT_UP_MAX        4096         /* ".." steps to a chroot's real root */
+
 /* ---- sandbox filesystem ------------------------------------------------ */
 #define CB_SANDBOX_HOME          "/home/user"            /* cwd and HOME in the sandbox */
-#define CB_SANDBOX_RUNNER_DIR    "/opt/cellblock/runner" /* ro bind of runner dir */
+#define CB_SANDBOX_RUNNER_DIR    "/opt/cellblock/runner" /* ro tmpfs copy of the runner dir */
 #define CB_SANDBOX_STAGE         "/tmp"                  /* host dir the staging tmpfs covers */
 #define CB_SANDBOX_NEWROOT       "newroot"               /* inside the staging tmpfs */
 #define CB_SANDBOX_OLDROOT       "oldroot"               /* old root while building */
-#define CB_SANDBOX_MOUNTS_MAX    96                      /* mount plan entries */
+#define CB_SANDBOX_MOUNTS_MAX    192                     /* mount plan entries */
+#define CB_SANDBOX_COPY_DEPTH    2                       /* runner copy: subdir levels */
+#define CB_SANDBOX_COPY_FILES_MAX 64                     /* runner copy: files */
+#define CB_SANDBOX_COPY_BYTES_MAX (8u << 20)             /* runner copy: bytes in all */
+#define CB_SANDBOX_COPY_SLACK_KB 64                      /* runner tmpfs beyond its files */
 #define CB_SANDBOX_FILE_MAX      4096                    /* synthesized /etc file bytes */
 #define CB_SANDBOX_TMPFS_INODES  65536                   /* nr_inodes of each writable tmpfs */
 #define CB_SANDBOX_ROOT_TMPFS_KB 1024                    /* the read-only root tmpfs */
@@ -55,7 +72,15 @@
 
 /* ---- cgroups ----------------------------------------------------------- */
 #define CB_CGROUP_ROOT            "/sys/fs/cgroup" /* where controllers are mounted */
-#define CB_CGROUP_NAME_FMT        "cellblock-%ld"  /* per launcher, %ld = its pid */
+#define CB_CGROUP_NAME_PREFIX     "cellblock-"           /* every group we make */
+#define CB_CGROUP_NAME_FMT        "cellblock-%ld-%llu"   /* a launcher's: pid, start time */
+#define CB_CGROUP_KERNEL_FMT      "cellblock-k%ld-%llu"  /* a kernel's parent: pid, start */
+#define CB_CGROUP_LEGACY_COMM     "cellblock-launc"      /* comm of a launcher (15 chars) */
+#define CB_CGROUP_CREATE_TRIES    8                      /* parent vanished: mkdir again */
+#define CB_CGROUP_SWEEP_DEPTH     3                      /* kernel/launcher/stray */
+#define CB_CGROUP_SWEEP_MAX       65536                  /* subdirs examined per directory */
+#define CB_CGROUP_STALE_KILL_ROUNDS 50                   /* kill rounds for a stale group */
+#define CB_PID_MAX                4194304                /* PID_MAX_LIMIT on 64-bit */
 #define CB_CGROUP_CPU_PERIOD_US   100000L          /* cfs period */
 #define CB_CGROUP_KILL_ROUNDS     100              /* freeze/kill/thaw attempts */
 #define CB_CGROUP_FREEZE_WAIT_US  1000             /* between FREEZING polls */

@@ -1,16 +1,20 @@
 /*
  * userns.c - map one id into the sandbox's user namespace.
  *
+ * Every sandbox has a user namespace.  Launched as root, the launcher maps
+ * the sandbox's inside ids (65534 by default) to a host id of the sandbox's
+ * own (isolate/idpool.h), so no two sandboxes share per-user counters.
  * Unprivileged, a process may map exactly its own uid and gid, and must
- * deny setgroups first.  We map the kernel user's ids to the sandbox ids
- * (65534 by default), so nothing inside is uid 0 and files the sandbox
- * writes belong to the kernel's user on the host.
+ * deny setgroups first: the kernel user's ids become the sandbox ids, so
+ * nothing inside is uid 0 and files the sandbox writes belong to the
+ * kernel's user on the host.
  */
 #include "userns.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -37,9 +41,10 @@ static int s_write_file(pid_t pid, const char *file, const char *value) {
 }
 
 int cb_userns_write_maps(pid_t pid, uid_t inner_uid, uid_t outer_uid, gid_t inner_gid,
-                         gid_t outer_gid) {
+                         gid_t outer_gid, bool deny_setgroups) {
     char line[S_MAP_LINE_MAX];
-    if (s_write_file(pid, "setgroups", "deny") < 0 && errno != ENOENT) return -1;
+    if (deny_setgroups && s_write_file(pid, "setgroups", "deny") < 0 && errno != ENOENT)
+        return -1;
     (void) snprintf(line, sizeof line, "%lu %lu 1\n", (unsigned long) inner_uid,
                     (unsigned long) outer_uid);
     if (s_write_file(pid, "uid_map", line) < 0) return -1;
@@ -59,8 +64,57 @@ static long s_sysctl(const char *path) {
     return atol(buf);
 }
 
+bool cb_userns_chrooted(void) {
+    /* mountinfo lists the mounts under our root, by their path from it: a
+     * chroot into a plain directory has none at "/" */
+    static char buf[CB_USERNS_MOUNTINFO_MAX];
+    cb_autofd int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + got, sizeof buf - 1 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t) r;
+        if (got == sizeof buf - 1) return false; /* too many mounts to tell: assume not */
+    }
+    buf[got] = '\0';
+    /* fields: id parent major:minor root mountpoint ... */
+    for (char *line = buf; line != NULL && *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        char *f = line;
+        for (int i = 0; i < 4 && f != NULL; i++) {
+            f = strchr(f, ' ');
+            if (f) f++;
+        }
+        if (f != NULL && f[0] == '/' && f[1] == ' ') return false;
+        line = nl ? nl + 1 : NULL;
+    }
+    return true;
+}
+
+bool cb_userns_possible(char *why, size_t why_len) {
+    if (cb_userns_chrooted()) {
+        cb_fmt_why(why, why_len, "the launcher runs in a chroot, where the kernel refuses them");
+        return false;
+    }
+    if (s_sysctl("/proc/sys/user/max_user_namespaces") == 0) {
+        cb_fmt_why(why, why_len, "user.max_user_namespaces is 0");
+        return false;
+    }
+    return true;
+}
+
 void cb_userns_diagnose(int err, char *buf, size_t len) {
-    if (s_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1) {
+    if (err == EPERM && cb_userns_chrooted()) {
+        (void) snprintf(buf, len,
+                        "the launcher runs in a chroot: the kernel refuses user namespaces to "
+                        "chrooted processes, and an unprivileged launcher needs one; run the "
+                        "kernel as root, or enter the build environment with its own mount "
+                        "namespace and pivot_root (unshare, bwrap, systemd-nspawn) instead of "
+                        "chroot");
+    } else if (s_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1) {
         (void) snprintf(buf, len,
                         "unprivileged user namespaces are restricted by AppArmor "
                         "(kernel.apparmor_restrict_unprivileged_userns=1); install the profile "

@@ -97,3 +97,34 @@ int cb_signalfd_supervision(void) {
     }
     return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }
+
+#define S_PROC_STAT_MAX      1024 /* bytes of /proc/PID/stat read */
+#define S_STAT_STARTTIME_POS 20   /* starttime: 20th field after "(comm)" */
+
+unsigned long long cb_proc_start_time(pid_t pid) {
+    char path[64], buf[S_PROC_STAT_MAX];
+    if (pid <= 0) return 0;
+    (void) snprintf(path, sizeof path, "/proc/%ld/stat", (long) pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n;
+    do
+        n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    /* comm may hold spaces and parentheses: fields resume after the last ')' */
+    char *p = strrchr(buf, ')');
+    if (p == NULL) return 0;
+    for (int field = 0; field < S_STAT_STARTTIME_POS; field++) {
+        while (*p != '\0' && *p != ' ')
+            p++;
+        while (*p == ' ')
+            p++;
+        if (*p == '\0') return 0;
+    }
+    return strtoull(p, NULL, 10);
+}

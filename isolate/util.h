@@ -50,5 +50,9 @@ void cb_fmt_why(char *buf, size_t len, const char *fmt, ...) __attribute__((form
 int cb_signalfd_supervision(void);
 /* Set or clear O_NONBLOCK. 0 ok, -1 errno. */
 int cb_set_nonblock(int fd, int on);
+/* Start time of pid in clock ticks after boot (field 22 of /proc/PID/stat),
+ * 0 when there is no such process.  A pid plus its start time names one
+ * process for good: a reused pid has a later start time. */
+unsigned long long cb_proc_start_time(pid_t pid);
 
 #endif

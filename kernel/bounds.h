@@ -24,6 +24,9 @@
 #define CB_IOPUB_INFLIGHT_BYTES (24u << 20)  /* queued iopub bytes that pause the sandbox */
 #define CB_IOPUB_STALL_MS       10000        /* congested this long: drop sandbox output */
 #define CB_CONGESTION_POLL_MS   2            /* recheck of a congested iopub */
+#define CB_COMMS_MAX            4096         /* open comms a session tracks (comm_info) */
+#define CB_COMM_ID_MAX          128          /* bytes of a comm_id */
+#define CB_COMM_TARGET_MAX      256          /* bytes of a target_name */
 
 /* ---- history ---------------------------------------------------------------- */
 #define CB_HISTORY_MAX_ENTRIES 100000      /* cells remembered */

@@ -18,6 +18,7 @@
 #include "isolate/limits.h"
 #include "kernel/auth.h"
 #include "kernel/bounds.h"
+#include "kernel/comms.h"
 #include "kernel/conn.h"
 #include "kernel/history.h"
 #include "kernel/options.h"
@@ -88,6 +89,7 @@ typedef struct cb_kernel {
     } recent[CB_RECENT_PARENTS];
     size_t recent_next;    /* next slot of recent to reuse */
     cb_history_t *history; /* cells run */
+    cb_comms_t *comms;     /* comms open between frontends and the sandbox */
 } cb_kernel_t;
 
 /* server.c */
@@ -99,6 +101,11 @@ void cb_server_reply(cb_kernel_t *k, cb_channel_t ch, const cb_msg_t *req, const
  * while iopub is stalled; pauses the session when ZMQ holds too much. */
 void cb_server_publish_output(cb_kernel_t *k, const char *msg_type, const json_t *parent,
                               json_t *content);
+/* The same with metadata (stolen, NULL = {}) and binary buffers after the
+ * content (borrowed). */
+void cb_server_publish_buffers(cb_kernel_t *k, const char *msg_type, const json_t *parent,
+                               json_t *metadata, json_t *content, const cb_wire_buf_t *buffers,
+                               size_t n_buffers);
 /* Reads shell only when no request is in flight and iopub is not congested. */
 void cb_server_sync_shell(cb_kernel_t *k);
 /* Receives one verified message: 1 got one, 0 none waiting, -1 dropped.

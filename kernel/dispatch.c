@@ -12,11 +12,14 @@
 #include "isolate/log.h"
 #include "kernel/launch.h"
 
+#include <sodium.h>
 #include <string.h>
 
 #define S_REPLY_TYPE_MAX 64 /* bytes of a "<x>_reply" type */
 
 typedef void (*s_handler_fn)(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort);
+
+static void s_to_session(cb_kernel_t *k, cb_msg_t *m, cb_req_kind_t kind, json_t *frame);
 
 #define S_SHELL   (1u << CB_CH_SHELL)
 #define S_CONTROL (1u << CB_CH_CONTROL)
@@ -125,23 +128,67 @@ static void s_history(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) 
 static void s_comm_info(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) abort;
     cb_server_status(k, m->header, "busy");
+    const char *target = json_string_value(json_object_get(m->content, "target_name"));
     cb_server_reply(k, ch, m, "comm_info_reply", NULL,
-                    json_pack("{s:s, s:{}}", "status", "ok", "comms"));
+                    json_pack("{s:s, s:o}", "status", "ok", "comms",
+                              cb_comms_info(k->comms, target)));
     cb_server_status(k, m->header, "idle");
 }
 
-static void s_comm_open(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+/* The binary buffers of m as base64 strings, as the runner's frames carry
+ * them: a new reference, or NULL on out of memory. */
+static json_t *s_buffers_b64(const cb_msg_t *m) {
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < m->n_buffers; i++) {
+        size_t len = zframe_size(m->buffers[i]);
+        size_t cap = sodium_base64_ENCODED_LEN(len, sodium_base64_VARIANT_ORIGINAL);
+        char *b64 = malloc(cap);
+        if (b64 == NULL) {
+            json_decref(list);
+            return NULL;
+        }
+        sodium_bin2base64(b64, cap, zframe_data(m->buffers[i]), len,
+                          sodium_base64_VARIANT_ORIGINAL);
+        json_array_append_new(list, json_string(b64));
+        free(b64);
+    }
+    return list;
+}
+
+/* comm_open, comm_msg, comm_close from a frontend: handed to the sandbox,
+ * whose handlers run widget code (busy/idle around it, no reply). */
+static void s_comm(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) ch;
     (void) abort;
+    bool open = strcmp(m->msg_type, "comm_open") == 0;
+    const char *id = NULL, *target = NULL, *module = NULL;
+    json_t *data = NULL;
+    json_error_t e;
     cb_server_status(k, m->header, "busy");
-    json_t *id = json_object_get(m->content, "comm_id");
-    if (json_is_string(id)) {
-        LOG_I("comm_open for unknown target '%s': closing it",
-              json_string_value(json_object_get(m->content, "target_name")) ?: "?");
-        cb_server_publish(k, "comm_close", m->header,
-                          json_pack("{s:O, s:{}}", "comm_id", id, "data"));
+    if (json_unpack_ex(m->content, &e, 0, "{s:s, s?s, s?s, s?o}", "comm_id", &id, "target_name",
+                       &target, "target_module", &module, "data", &data) < 0 ||
+        strlen(id) == 0 || strlen(id) > CB_COMM_ID_MAX || (open && target == NULL) ||
+        (data != NULL && !json_is_object(data))) {
+        LOG_W("%s with a bad shape: dropped", m->msg_type);
+        cb_server_status(k, m->header, "idle");
+        return;
     }
-    cb_server_status(k, m->header, "idle");
+    if (open && !cb_comms_open(k->comms, id, target)) {
+        LOG_W("comm_open: too many open comms (or a name too long): closing %.64s", id);
+        cb_server_publish(k, "comm_close", m->header,
+                          json_pack("{s:s, s:{}}", "comm_id", id, "data"));
+        cb_server_status(k, m->header, "idle");
+        return;
+    }
+    if (!open && strcmp(m->msg_type, "comm_close") == 0) cb_comms_close(k->comms, id);
+    json_t *f = json_pack("{s:s, s:s, s:o, s:O, s:o}", "type", m->msg_type, "comm_id", id, "data",
+                          data ? json_incref(data) : json_object(), "metadata", m->metadata,
+                          "buffers", s_buffers_b64(m));
+    if (f && open) {
+        json_object_set_new(f, "target_name", json_string(target));
+        if (module) json_object_set_new(f, "target_module", json_string(module));
+    }
+    s_to_session(k, m, CB_REQ_COMM, f);
 }
 
 static void s_connect(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
@@ -155,7 +202,7 @@ static void s_connect(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) 
     cb_server_status(k, m->header, "idle");
 }
 
-/* comm_msg and comm_close for comms nobody opened: busy/idle, no reply */
+/* unknown message types: busy/idle, no reply */
 static void s_quiet(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) ch;
     (void) abort;
@@ -289,9 +336,9 @@ static const struct {
     {"is_complete_request", S_SHELL, s_assist},
     {"history_request", S_SHELL, s_history},
     {"comm_info_request", S_SHELL, s_comm_info},
-    {"comm_open", S_SHELL, s_comm_open},
-    {"comm_msg", S_SHELL, s_quiet},
-    {"comm_close", S_SHELL, s_quiet},
+    {"comm_open", S_SHELL, s_comm},
+    {"comm_msg", S_SHELL, s_comm},
+    {"comm_close", S_SHELL, s_comm},
     {"connect_request", S_SHELL, s_connect},
 };
 

@@ -150,6 +150,16 @@ static int s_none(json_t *r, cb_rframe_t *f, json_error_t *e) {
     return 0;
 }
 
+static int s_comm(json_t *r, cb_rframe_t *f, json_error_t *e) {
+    f->u.comm.target_name = f->u.comm.target_module = NULL;
+    f->u.comm.metadata = f->u.comm.buffers = NULL;
+    f->u.comm.data = NULL;
+    return json_unpack_ex(r, e, 0, "{s:s, s?s, s?s, s?o, s?o, s?o}", "comm_id", &f->u.comm.comm_id,
+                          "target_name", &f->u.comm.target_name, "target_module",
+                          &f->u.comm.target_module, "data", &f->u.comm.data, "metadata",
+                          &f->u.comm.metadata, "buffers", &f->u.comm.buffers);
+}
+
 static int s_bad(json_t *r, cb_rframe_t *f, json_error_t *e) {
     return json_unpack_ex(r, e, 0, "{s:s}", "error", &f->u.bad.error);
 }
@@ -182,7 +192,16 @@ static const struct {
                                  true, s_is_complete},
     [CB_RF_BAD_REQUEST] = {"bad_request", CB_FRAME_SMALL_MAX, false,
                            CB_WHEN_EXECUTE | CB_WHEN_ASSIST, false, s_bad},
-    [CB_RF_STARTED] = {"started", CB_FRAME_SMALL_MAX, false, CB_WHEN_RUNNING, true, s_none},
+    /* acked: output the runner prints after it cannot reach the pipes before
+     * the kernel has taken it (else a drain could count it as the previous
+     * request's) */
+    [CB_RF_STARTED] = {"started", CB_FRAME_SMALL_MAX, true, CB_WHEN_RUNNING, true, s_none},
+    /* comm traffic of widgets: ordered like displays (an Output widget's
+     * capture must keep its place among the stream output) */
+    [CB_RF_COMM_OPEN] = {"comm_open", CB_RUNNER_FRAME_MAX, true, CB_WHEN_RUNNING, true, s_comm},
+    [CB_RF_COMM_MSG] = {"comm_msg", CB_RUNNER_FRAME_MAX, true, CB_WHEN_RUNNING, true, s_comm},
+    [CB_RF_COMM_CLOSE] = {"comm_close", CB_FRAME_REPLY_MAX, true, CB_WHEN_RUNNING, true, s_comm},
+    [CB_RF_COMM_DONE] = {"comm_done", CB_FRAME_SMALL_MAX, false, CB_WHEN_COMM, true, s_none},
 };
 
 const char *cb_rframe_name(cb_rframe_type_t t) { return t < CB_RF_COUNT ? s_rows[t].name : "?"; }
@@ -274,6 +293,22 @@ static int s_check(cb_rframe_t *f, char *why, size_t why_len) {
         if (f->u.inspect.metadata && !json_is_object(f->u.inspect.metadata))
             return s_no(why, why_len, "metadata is not an object");
         return 0;
+    case CB_RF_COMM_OPEN:
+    case CB_RF_COMM_MSG:
+    case CB_RF_COMM_CLOSE: {
+        size_t idl = strlen(f->u.comm.comm_id);
+        if (idl == 0 || idl > CB_COMM_ID_MAX) return s_no(why, why_len, "bad comm_id");
+        if (f->type == CB_RF_COMM_OPEN && f->u.comm.target_name == NULL)
+            return s_no(why, why_len, "comm_open without target_name");
+        if (f->u.comm.data && !json_is_object(f->u.comm.data))
+            return s_no(why, why_len, "comm data is not an object");
+        if (f->u.comm.metadata && !json_is_object(f->u.comm.metadata))
+            return s_no(why, why_len, "comm metadata is not an object");
+        if (f->u.comm.buffers && (!s_all_strings(f->u.comm.buffers) ||
+                                  json_array_size(f->u.comm.buffers) > CB_WIRE_MAX_BUFFERS))
+            return s_no(why, why_len, "comm buffers are not a short list of base64 strings");
+        return 0;
+    }
     case CB_RF_IS_COMPLETE_REPLY: {
         static const char *const ok[] = {"complete", "incomplete", "invalid", "unknown"};
         for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)

@@ -51,6 +51,10 @@ typedef enum {
     CB_RF_IS_COMPLETE_REPLY,
     CB_RF_BAD_REQUEST,
     CB_RF_STARTED,
+    CB_RF_COMM_OPEN,
+    CB_RF_COMM_MSG,
+    CB_RF_COMM_CLOSE,
+    CB_RF_COMM_DONE,
     CB_RF_COUNT,
 } cb_rframe_type_t;
 
@@ -58,8 +62,9 @@ typedef enum {
 #define CB_WHEN_STARTING 1u /* before hello */
 #define CB_WHEN_IDLE     2u /* no request in flight (late output of threads) */
 #define CB_WHEN_EXECUTE  4u /* an execute is in flight */
-#define CB_WHEN_ASSIST   8u /* a complete/inspect/is_complete is in flight */
-#define CB_WHEN_RUNNING  (CB_WHEN_IDLE | CB_WHEN_EXECUTE | CB_WHEN_ASSIST)
+#define CB_WHEN_ASSIST   8u  /* a complete/inspect/is_complete is in flight */
+#define CB_WHEN_COMM     16u /* a frontend's comm message is being handled */
+#define CB_WHEN_RUNNING  (CB_WHEN_IDLE | CB_WHEN_EXECUTE | CB_WHEN_ASSIST | CB_WHEN_COMM)
 
 /* A checked runner frame.  Pointers are borrowed from root. */
 typedef struct {
@@ -107,6 +112,11 @@ typedef struct {
         struct {
             const char *error;
         } bad;
+        struct {
+            const char *comm_id, *target_name, *target_module; /* target_* for opens only */
+            json_t *data, *metadata;                            /* metadata may be NULL */
+            json_t *buffers;                                    /* base64 strings, may be NULL */
+        } comm;
     } u;
 } cb_rframe_t;
 

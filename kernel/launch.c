@@ -9,10 +9,12 @@
  */
 #include "kernel/launch.h"
 
+#include "isolate/cgroup.h"
 #include "isolate/limits.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -243,8 +245,14 @@ void cb_launch_signal(cb_launch_t *l, int sig) {
 bool cb_launch_reap(cb_launch_t *l) {
     if (l->reaped) return true;
     if (l->pid <= 0) return false;
-    int status;
+    int status = 0;
     pid_t p = waitpid(l->pid, &status, WNOHANG);
+    if (p < 0 && errno == ECHILD) {
+        /* someone else reaped it: it is gone, how is unknown */
+        LOG_W("launcher %d was reaped elsewhere", (int) l->pid);
+        l->reaped = true;
+        return true;
+    }
     if (p != l->pid) return false;
     l->reaped = true;
     if (!l->exit_reported) {
@@ -252,6 +260,9 @@ bool cb_launch_reap(cb_launch_t *l) {
         if (WIFEXITED(status)) l->exit_code = WEXITSTATUS(status);
         if (WIFSIGNALED(status)) l->exit_signal = WTERMSIG(status);
     }
+    /* a launcher that was killed could not remove its cgroup: do it for it */
+    if (WIFSIGNALED(status) && cb_cgroup_cleanup_launcher(l->pid) < 0)
+        LOG_W("the cgroup of launcher %d could not be removed", (int) l->pid);
     return true;
 }
 

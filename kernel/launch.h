@@ -12,12 +12,14 @@
 #ifndef CB_LAUNCH_H
 #define CB_LAUNCH_H
 
+#include "isolate/limits.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CB_LAUNCH_TEXT_MAX 512 /* isolation and fatal descriptions kept */
+#define CB_LAUNCH_TEXT_MAX CB_REPORT_LINE_MAX /* isolation and fatal descriptions kept */
 
 typedef struct {
     const char *launcher;     /* path of cellblock-launcher */

@@ -13,6 +13,7 @@
 
 #include "isolate/log.h"
 
+#include <sodium.h>
 #include <string.h>
 
 #define S_INPUT_REFUSED "input was requested, but this frontend does not support input requests"
@@ -33,7 +34,8 @@ void cb_relay_forget_all(cb_kernel_t *k) {
 }
 
 static const json_t *s_parent(const cb_kernel_t *k, bool late, json_int_t seq) {
-    if (!late && k->cur_kind == CB_REQ_EXECUTE) return k->cur.header;
+    if (!late && (k->cur_kind == CB_REQ_EXECUTE || k->cur_kind == CB_REQ_COMM))
+        return k->cur.header;
     for (size_t i = 0; seq >= 0 && i < CB_RECENT_PARENTS; i++)
         if (k->recent[i].header && k->recent[i].seq == seq) return k->recent[i].header;
     return k->last_parent;
@@ -46,7 +48,7 @@ static bool s_quiet(const cb_kernel_t *k, bool late) {
 
 static void s_on_stream(void *ud, int which, const char *text, size_t len, bool late) {
     cb_kernel_t *k = ud;
-    const json_t *parent = s_parent(k, late, -1);
+    const json_t *parent = s_parent(k, late, cb_session_runner_seq(k->session));
     if (parent == NULL || s_quiet(k, late)) return;
     cb_server_publish_output(
         k, "stream", parent,
@@ -75,10 +77,63 @@ static void s_input_request(cb_kernel_t *k, const cb_rframe_t *f) {
         json_pack("{s:s, s:b}", "prompt", f->u.input.prompt, "password", f->u.input.password));
 }
 
+/* A comm message of the sandbox's widgets: on iopub, with its binary
+ * buffers decoded; the open comms are tracked for comm_info and teardown. */
+static void s_comm_out(cb_kernel_t *k, const cb_rframe_t *f, const json_t *parent) {
+    static const char *const types[] = {[CB_RF_COMM_OPEN] = "comm_open",
+                                        [CB_RF_COMM_MSG] = "comm_msg",
+                                        [CB_RF_COMM_CLOSE] = "comm_close"};
+    const char *id = f->u.comm.comm_id;
+    if (f->type == CB_RF_COMM_OPEN && !cb_comms_open(k->comms, id, f->u.comm.target_name)) {
+        LOG_W("sandbox comm_open refused: too many open comms");
+        return;
+    }
+    if (f->type != CB_RF_COMM_OPEN && !cb_comms_known(k->comms, id)) {
+        LOG_W("sandbox %s for a comm that is not open: dropped", types[f->type]);
+        return;
+    }
+    if (f->type == CB_RF_COMM_CLOSE) cb_comms_close(k->comms, id);
+    json_t *c = json_pack("{s:s, s:o}", "comm_id", id, "data",
+                          f->u.comm.data ? json_incref(f->u.comm.data) : json_object());
+    if (c && f->type == CB_RF_COMM_OPEN) {
+        json_object_set_new(c, "target_name", json_string(f->u.comm.target_name));
+        if (f->u.comm.target_module)
+            json_object_set_new(c, "target_module", json_string(f->u.comm.target_module));
+    }
+    cb_wire_buf_t bufs[CB_WIRE_MAX_BUFFERS];
+    unsigned char *bin[CB_WIRE_MAX_BUFFERS];
+    size_t nb = json_array_size(f->u.comm.buffers), ok = 0; /* <= MAX_BUFFERS: frame.c */
+    for (size_t i = 0; i < nb; i++) {
+        json_t *b = json_array_get(f->u.comm.buffers, i);
+        size_t blen = json_string_length(b), cap = blen / 4 * 3 + 3, got = 0;
+        bin[ok] = malloc(cap);
+        if (bin[ok] == NULL || sodium_base642bin(bin[ok], cap, json_string_value(b), blen, NULL,
+                                                 &got, NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
+            LOG_W("%s: a buffer is not base64: message dropped", types[f->type]);
+            for (size_t j = 0; j <= ok; j++)
+                free(bin[j]);
+            json_decref(c);
+            return;
+        }
+        bufs[ok] = (cb_wire_buf_t){bin[ok], got};
+        ok++;
+    }
+    json_t *md = f->u.comm.metadata;
+    cb_server_publish_buffers(k, types[f->type], parent, md ? json_incref(md) : NULL, c, bufs, ok);
+    for (size_t i = 0; i < ok; i++)
+        free(bin[i]);
+}
+
 static void s_on_frame(void *ud, const cb_rframe_t *f, bool late) {
     cb_kernel_t *k = ud;
     if (f->type == CB_RF_INPUT_REQUEST) {
         s_input_request(k, f);
+        return;
+    }
+    if (f->type == CB_RF_COMM_OPEN || f->type == CB_RF_COMM_MSG || f->type == CB_RF_COMM_CLOSE) {
+        /* widget traffic is not output of a cell: published even for a silent one */
+        const json_t *parent = s_parent(k, late, f->seq);
+        s_comm_out(k, f, parent);
         return;
     }
     const json_t *parent = s_parent(k, late, f->seq);
@@ -126,6 +181,16 @@ static void s_on_artifact(void *ud, const json_t *bundle) {
     cb_server_publish_output(k, "display_data", k->cur.header,
                              json_pack("{s:O, s:o, s:{}}", "data", data, "metadata",
                                        meta ? json_incref(meta) : json_object(), "transient"));
+}
+
+/* The sandbox ended: the comms it held are closed for the frontends. */
+static void s_on_lost(void *ud) {
+    cb_kernel_t *k = ud;
+    json_auto_t *ids = cb_comms_take_all(k->comms);
+    size_t i;
+    json_t *id;
+    json_array_foreach(ids, i, id) cb_server_publish(
+        k, "comm_close", k->last_parent, json_pack("{s:O, s:{}}", "comm_id", id, "data"));
 }
 
 static void s_on_gone(void *ud, const char *message) {
@@ -238,7 +303,7 @@ static void s_on_end(void *ud, const cb_req_end_t *e) {
     if (k->cur_kind == CB_REQ_NONE) return; /* the kernel is going away */
     if (e->kind == CB_REQ_EXECUTE)
         s_end_execute(k, e);
-    else
+    else if (e->kind != CB_REQ_COMM) /* comm messages have no reply */
         s_end_assist(k, e);
     cb_server_status(k, k->cur.header, "idle");
     cb_dispatch_done(k);
@@ -252,4 +317,5 @@ const cb_session_cbs_t cb_relay_callbacks = {
     .on_end = s_on_end,
     .on_gone = s_on_gone,
     .on_notice = s_on_notice,
+    .on_lost = s_on_lost,
 };

@@ -97,12 +97,20 @@ static int s_on_congestion(zloop_t *loop, int timer_id, void *arg) {
 
 void cb_server_publish_output(cb_kernel_t *k, const char *msg_type, const json_t *parent,
                               json_t *content) {
+    cb_server_publish_buffers(k, msg_type, parent, NULL, content, NULL, 0);
+}
+
+void cb_server_publish_buffers(cb_kernel_t *k, const char *msg_type, const json_t *parent,
+                               json_t *metadata, json_t *content, const cb_wire_buf_t *buffers,
+                               size_t n_buffers) {
     if (k->stalled) {
         k->stall_dropped++;
+        json_decref(metadata);
         json_decref(content);
         return;
     }
-    cb_server_publish(k, msg_type, parent, content);
+    (void) cb_wire_send_ex(&k->wire, k->sock[CB_CH_IOPUB], NULL, 0, NULL, msg_type, parent,
+                           metadata, content, buffers, n_buffers);
     if (s_iopub_full(k) != k->congested) s_congestion_check(k);
 }
 
@@ -290,8 +298,9 @@ static int s_setup(cb_kernel_t *k) {
     cb_wire_ctx_init(&k->wire, k->auth);
     k->queue = calloc(CB_SHELL_QUEUE_MAX, sizeof *k->queue);
     k->history = cb_history_new();
+    k->comms = cb_comms_new();
     k->loop = zloop_new();
-    if (k->queue == NULL || k->history == NULL || k->loop == NULL) return -1;
+    if (k->queue == NULL || k->history == NULL || k->comms == NULL || k->loop == NULL) return -1;
     k->artifacts = cb_opts_new_artifacts(o);
     k->scfg = (cb_session_cfg_t){
         .launcher = k->launcher_path,
@@ -358,6 +367,7 @@ static void s_teardown(cb_kernel_t *k) {
     }
     free(k->queue);
     cb_history_destroy(&k->history);
+    cb_comms_destroy(&k->comms);
     json_decref(k->last_parent);
     cb_relay_forget_all(k);
     zloop_destroy(&k->loop);

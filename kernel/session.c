@@ -21,6 +21,7 @@
 #include "kernel/session_priv.h"
 
 #include "artifacts/artifacts.h"
+#include "isolate/cgroup.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
 #include "launcher/flags.h"
@@ -35,7 +36,11 @@ static void s_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ena
 
 /* ---- small helpers -------------------------------------------------------------- */
 
-bool cb_sio_in_exec(const cb_session_t *s) { return s->req == CB_REQ_EXECUTE && !s->req_frame; }
+/* A request that runs user code (a cell, or a widget's comm handler) is in
+ * flight and was sent. */
+bool cb_sio_in_exec(const cb_session_t *s) {
+    return (s->req == CB_REQ_EXECUTE || s->req == CB_REQ_COMM) && !s->req_frame;
+}
 
 /* Pipe output belongs to the execute in flight once the runner has said it
  * started it; before that it is the previous cell's (late). */
@@ -51,7 +56,7 @@ static void s_send_request(cb_session_t *s) {
     s->req_frame = NULL;
     json_object_set_new(f, "seq", json_integer(s->seq));
     int64_t now = cb_now_ms();
-    if (s->req == CB_REQ_EXECUTE)
+    if (s->req == CB_REQ_EXECUTE || s->req == CB_REQ_COMM)
         s->deadline_ms = s->cfg->timeout_s > 0 ? now + s->cfg->timeout_s * 1000 : 0;
     else
         s->deadline_ms = now + CB_ASSIST_TIMEOUT_MS;
@@ -114,7 +119,7 @@ static void s_gone(cb_session_t *s) {
                  "The sandbox's Python process broke the kernel's frame protocol (%s) and was "
                  "stopped. %s",
                  s->broke, lost);
-    } else if (s->timed_out && s->req == CB_REQ_EXECUTE) {
+    } else if (s->timed_out && (s->req == CB_REQ_EXECUTE || s->req == CB_REQ_COMM)) {
         ename = "TimeoutError";
         snprintf(msg, sizeof msg,
                  "The cell exceeded its time limit of %ld s (--timeout) and did not stop when "
@@ -133,6 +138,7 @@ static void s_gone(cb_session_t *s) {
     s->failures = setup ? s->failures + 1 : 0;
     cb_launch_close_fds(&s->proc);
     s->state = S_DOWN;
+    if (s->was_ready && s->cbs.on_lost) s->cbs.on_lost(s->ud);
     if (s->req != CB_REQ_NONE)
         s_end_request(s, NULL, ename, msg, setup);
     else if (!s->quitting && s->cbs.on_gone)
@@ -216,6 +222,7 @@ void cb_sio_frame(cb_session_t *s, const cb_rframe_t *f) {
     unsigned when = s->state == S_STARTING                  ? CB_WHEN_STARTING
                     : s->req == CB_REQ_NONE || s->req_frame ? CB_WHEN_IDLE
                     : s->req == CB_REQ_EXECUTE              ? CB_WHEN_EXECUTE
+                    : s->req == CB_REQ_COMM                 ? CB_WHEN_COMM
                                                             : CB_WHEN_ASSIST;
     bool current = f->has_seq && f->seq == s->seq && when != CB_WHEN_IDLE;
     if (!(cb_rframe_when(f->type) & when)) goto refuse;
@@ -224,11 +231,13 @@ void cb_sio_frame(cb_session_t *s, const cb_rframe_t *f) {
     case CB_RF_DONE:
     case CB_RF_COMPLETE_REPLY:
     case CB_RF_INSPECT_REPLY:
-    case CB_RF_IS_COMPLETE_REPLY: {
+    case CB_RF_IS_COMPLETE_REPLY:
+    case CB_RF_COMM_DONE: {
         static const cb_req_kind_t kinds[] = {[CB_RF_DONE] = CB_REQ_EXECUTE,
                                               [CB_RF_COMPLETE_REPLY] = CB_REQ_COMPLETE,
                                               [CB_RF_INSPECT_REPLY] = CB_REQ_INSPECT,
-                                              [CB_RF_IS_COMPLETE_REPLY] = CB_REQ_IS_COMPLETE};
+                                              [CB_RF_IS_COMPLETE_REPLY] = CB_REQ_IS_COMPLETE,
+                                              [CB_RF_COMM_DONE] = CB_REQ_COMM};
         /* an answer for anything but the request in flight is refused */
         if (!current || kinds[f->type] != s->req) goto refuse;
         s_end_request(s, f, NULL, NULL, false);
@@ -278,8 +287,13 @@ static int64_t s_next_deadline(cb_session_t *s) {
     S_MIN(s->retry_at_ms);
     if (s->state == S_STARTING) S_MIN(s->proc.started_ms + CB_RUNNER_HELLO_TIMEOUT_MS);
     if (s->state == S_DYING) S_MIN(s->proc.started_ms > 0 ? s->timer_at : 0);
-    if (s->ack_pending && s->in_len > 0) S_MIN(s->ack_check_ms);
-    if (!s->paused && s->in_len > 0) S_MIN(now + cb_bucket_wait_ms(&s->frames, now));
+    /* frames are waiting: for the runner to read its ack, or for the rate */
+    if (!s->paused && cb_sio_pending(s) > 0) {
+        if (s->ack_pending)
+            S_MIN(s->ack_check_ms);
+        else if (!cb_bucket_ready(&s->frames, now))
+            S_MIN(now + cb_bucket_wait_ms(&s->frames, now));
+    }
     if (!s->paused && !cb_bucket_ready(&s->bytes, now))
         S_MIN(now + cb_bucket_wait_ms(&s->bytes, now));
 #undef S_MIN
@@ -306,7 +320,7 @@ static void s_sync(cb_session_t *s) {
     int64_t now = cb_now_ms();
     bool bytes_ok = !s->paused && cb_bucket_ready(&s->bytes, now);
     bool frames_ok = bytes_ok && cb_bucket_ready(&s->frames, now) &&
-                     s->in_len < CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR;
+                     cb_sio_pending(s) < CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR;
     int fds[S_FD_COUNT] = {s->proc.out_fd, s->proc.err_fd, s->proc.ev_fd, s->proc.rep_fd};
     short ev[S_FD_COUNT] = {
         (short) (bytes_ok ? ZMQ_POLLIN : 0), (short) (bytes_ok ? ZMQ_POLLIN : 0),
@@ -353,7 +367,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg) {
         if (cb_stream_due(&s->streams[i], now)) cb_sio_publish_stream(s, i, false);
     if (s->deadline_ms && now >= s->deadline_ms) {
         s->deadline_ms = 0;
-        if (s->req == CB_REQ_EXECUTE) {
+        if (s->req == CB_REQ_EXECUTE || s->req == CB_REQ_COMM) {
             LOG_W("cell exceeded --timeout %ld s: interrupting", s->cfg->timeout_s);
             s->timed_out = true;
             s->grace_ms = now + CB_INTERRUPT_GRACE_MS;
@@ -377,7 +391,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg) {
     if (s->state == S_DYING && s->timer_at == 0 && !s->proc.reaped)
         cb_launch_signal(&s->proc, SIGKILL); /* SIGTERM was not enough */
     if (s->retry_at_ms && now >= s->retry_at_ms) (void) s_spawn(s);
-    if (s->in_len > 0) cb_sio_process(s);
+    if (cb_sio_pending(s) > 0) cb_sio_process(s);
     s_sync(s);
     return 0;
 }
@@ -414,6 +428,8 @@ void cb_session_destroy(cb_session_t **self_p) {
                 usleep(1000);
         }
     }
+    if (s->proc.pid > 0 && cb_cgroup_cleanup_kernel() < 0)
+        LOG_W("this kernel's cgroups could not all be removed");
     for (int i = 0; i < S_FD_COUNT; i++)
         if (s->reg[i].events != 0) zloop_poller_end(s->loop, &s->reg[i]);
     if (s->timer_id >= 0) zloop_timer_end(s->loop, s->timer_id);
@@ -453,7 +469,8 @@ int cb_session_request(cb_session_t *s, cb_req_kind_t kind, json_t *frame) {
     s->seq++;
     s->req_frame = frame;
     s->timed_out = s->waiting_input = false;
-    if (kind == CB_REQ_EXECUTE) cb_budget_init(&s->cell, s->cfg->cell_output_max);
+    if (kind == CB_REQ_EXECUTE || kind == CB_REQ_COMM)
+        cb_budget_init(&s->cell, s->cfg->cell_output_max);
     s_send_request(s);
     s_sync(s);
     return 0;
@@ -478,6 +495,7 @@ void cb_session_adopt(cb_session_t *s, pid_t pid, int out_fd, int err_fd, int ev
 
 cb_req_kind_t cb_session_current(const cb_session_t *s) { return s->req; }
 json_int_t cb_session_seq(const cb_session_t *s) { return s->seq; }
+json_int_t cb_session_runner_seq(const cb_session_t *s) { return s->runner_seq; }
 
 void cb_session_input_reply(cb_session_t *s, const char *value, const char *error) {
     if (!s->waiting_input) return;
@@ -500,7 +518,7 @@ void cb_session_reap(cb_session_t *s) {
 void cb_session_pause(cb_session_t *s, bool paused) {
     if (s->paused == paused) return;
     s->paused = paused;
-    if (!paused && s->in_len > 0) cb_sio_process(s);
+    if (!paused && cb_sio_pending(s) > 0) cb_sio_process(s);
     s_sync(s);
 }
 

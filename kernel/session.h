@@ -36,6 +36,7 @@ typedef enum {
     CB_REQ_COMPLETE,
     CB_REQ_INSPECT,
     CB_REQ_IS_COMPLETE,
+    CB_REQ_COMM, /* a frontend's comm_open/comm_msg/comm_close: runs widget code, no reply */
 } cb_req_kind_t;
 
 typedef struct {
@@ -65,7 +66,8 @@ typedef struct {
     /* The runner said hello (the banner facts changed). */
     void (*on_ready)(void *ud);
     /* Output of the runner's stdout (0) or stderr (1): valid UTF-8.  late:
-     * it came while no execute was in flight. */
+     * it does not belong to the request in flight (cb_session_runner_seq
+     * names the one it does). */
     void (*on_stream)(void *ud, int which, const char *text, size_t len, bool late);
     /* A checked output frame: display, update_display, execute_result,
      * clear_output, error, input_request.  late: it belongs to no request in
@@ -79,6 +81,9 @@ typedef struct {
     void (*on_gone)(void *ud, const char *message);
     /* A budget ran out: a line for the user's stderr. */
     void (*on_notice)(void *ud, const char *text, bool late);
+    /* The sandbox ended: whatever it held (comms) is gone.  Called before
+     * the request in flight, if any, ends. */
+    void (*on_lost)(void *ud);
 } cb_session_cbs_t;
 
 typedef struct cb_session cb_session_t;
@@ -98,6 +103,8 @@ int cb_session_request(cb_session_t *s, cb_req_kind_t kind, json_t *frame);
 cb_req_kind_t cb_session_current(const cb_session_t *s);
 /* The sequence number of the request in flight (or of the last one). */
 json_int_t cb_session_seq(const cb_session_t *s);
+/* The request the runner last said it started: late pipe output is its. */
+json_int_t cb_session_runner_seq(const cb_session_t *s);
 /* Answers the runner's input_request: value, or error when NULL. */
 void cb_session_input_reply(cb_session_t *s, const char *value, const char *error);
 /* SIGINT for the execute in flight (nothing otherwise). */

@@ -156,7 +156,7 @@ void cb_sio_reset(cb_session_t *s, int64_t now) {
     free(s->in);
     free(s->out);
     s->in = s->out = NULL;
-    s->in_len = s->in_cap = s->out_len = s->out_off = 0;
+    s->in_off = s->in_len = s->in_cap = s->out_len = s->out_off = 0;
     s->ack_pending = false;
     s->was_ready = false;
     s->broke[0] = '\0';
@@ -171,11 +171,12 @@ void cb_sio_reset(cb_session_t *s, int64_t now) {
 
 /* Handles buffered frames while allowed. */
 void cb_sio_process(cb_session_t *s) {
-    while (s->in_len > 0 && !s->broke[0] && s->state != S_DOWN && !s->paused) {
+    while (cb_sio_pending(s) > 0 && !s->broke[0] && s->state != S_DOWN && !s->paused) {
         if (cb_sio_ack_unread(s)) break;
         const uint8_t *body;
         size_t blen, used;
-        int rc = cb_frame_extract(s->in, s->in_len, CB_RUNNER_FRAME_MAX, &body, &blen, &used);
+        int rc = cb_frame_extract(s->in + s->in_off, cb_sio_pending(s), CB_RUNNER_FRAME_MAX, &body,
+                                  &blen, &used);
         if (rc == CB_FRAME_NEED) break;
         if (rc == CB_FRAME_FATAL) {
             snprintf(s->broke, sizeof s->broke, "a frame length outside 1..%u bytes",
@@ -197,18 +198,25 @@ void cb_sio_process(cb_session_t *s) {
         } else {
             LOG_W("dropped a runner frame: %s", why);
         }
-        memmove(s->in, s->in + used, s->in_len - used);
-        s->in_len -= used;
+        s->in_off += used; /* no memmove per frame: compacted before the next read */
         if (!cb_bucket_ready(&s->frames, cb_now_ms())) break;
     }
-    if (s->in_len == 0 && s->in_cap > 4 * CB_FRAME_IN_CHUNK) {
-        free(s->in); /* a large frame came and went: give its memory back */
-        s->in = NULL;
-        s->in_cap = 0;
+    if (cb_sio_pending(s) == 0) {
+        s->in_off = s->in_len = 0;
+        if (s->in_cap > 4 * CB_FRAME_IN_CHUNK) {
+            free(s->in); /* a large frame came and went: give its memory back */
+            s->in = NULL;
+            s->in_cap = 0;
+        }
     }
 }
 
 void cb_sio_read_events(cb_session_t *s) {
+    if (s->in_off > 0) {
+        memmove(s->in, s->in + s->in_off, s->in_len - s->in_off);
+        s->in_len -= s->in_off;
+        s->in_off = 0;
+    }
     size_t want = s->in_len + CB_FRAME_IN_CHUNK;
     size_t cap = CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR + CB_FRAME_IN_CHUNK;
     if (want > cap) return; /* a whole frame is buffered: handle it first */

@@ -31,6 +31,7 @@ struct cb_session {
     int64_t timer_at;                   /* when it fires */
     cb_stream_t streams[2];             /* stdout, stderr */
     uint8_t *in;                        /* event bytes read, not yet handled */
+    size_t in_off;                      /* bytes of `in` already handled */
     size_t in_len, in_cap;              /* used / allocated */
     uint8_t *out;                       /* frames to write */
     size_t out_len, out_off;            /* queued / written */
@@ -59,6 +60,9 @@ struct cb_session {
     int64_t retry_at_ms;                /* next start after a failure, 0 = none */
     int64_t tried_ms;                   /* last start */
 };
+
+/* Event bytes read and not yet handled. */
+static inline size_t cb_sio_pending(const cb_session_t *s) { return s->in_len - s->in_off; }
 
 /* session_io.c */
 void cb_sio_reset(cb_session_t *s, int64_t now);

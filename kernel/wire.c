@@ -34,6 +34,9 @@ void cb_msg_clear(cb_msg_t *m) {
     for (size_t i = 0; i < m->n_idents; i++)
         zframe_destroy(&m->idents[i]);
     free(m->idents);
+    for (size_t i = 0; i < m->n_buffers; i++)
+        zframe_destroy(&m->buffers[i]);
+    free(m->buffers);
     json_decref(m->header);
     json_decref(m->parent);
     json_decref(m->metadata);
@@ -110,8 +113,18 @@ int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out) {
     }
     out->msg_type = json_string_value(t);
     out->msg_id = json_string_value(id);
-    out->n_buffers = n - delim - 6;
     int rc = deep ? -CB_WIRE_EDEPTH : 0;
+    size_t nb = n - delim - 6;
+    if (nb > 0) {
+        out->buffers = calloc(nb, sizeof *out->buffers);
+        if (out->buffers == NULL) {
+            cb_msg_clear(out);
+            return -CB_WIRE_ESIZE;
+        }
+        for (i = 0; i < nb; i++)
+            out->buffers[i] = zframe_dup(frames[delim + 6 + i]);
+        out->n_buffers = nb;
+    }
     if (delim > 0) {
         out->idents = calloc(delim, sizeof *out->idents);
         if (out->idents == NULL) {
@@ -171,7 +184,7 @@ static void s_lent_free(void *data, void *hint) {
 }
 
 /* Sends bytes (a json_dumps result, stolen) as one part without copying. */
-static int s_send_lent(void *raw, const cb_wire_ctx_t *cctx, char *bytes, bool last) {
+static int s_send_lent(void *raw, const cb_wire_ctx_t *cctx, char *bytes, bool last, bool more) {
     cb_wire_ctx_t *ctx = (cb_wire_ctx_t *) cctx; /* only its atomic counters change */
     size_t len = strlen(bytes);
     s_lent_t *l = malloc(sizeof *l);
@@ -184,7 +197,7 @@ static int s_send_lent(void *raw, const cb_wire_ctx_t *cctx, char *bytes, bool l
     *l = (s_lent_t){ctx, len, last};
     atomic_fetch_add(&ctx->queued_bytes, len);
     if (last) atomic_fetch_add(&ctx->queued_msgs, 1);
-    int rc = zmq_msg_send(&m, raw, last ? ZMQ_DONTWAIT : ZMQ_DONTWAIT | ZMQ_SNDMORE);
+    int rc = zmq_msg_send(&m, raw, more ? ZMQ_DONTWAIT | ZMQ_SNDMORE : ZMQ_DONTWAIT);
     if (rc < 0) zmq_msg_close(&m); /* frees through s_lent_free */
     return rc < 0 ? -1 : 0;
 }
@@ -196,6 +209,14 @@ static int s_send_copy(void *raw, const void *data, size_t len) {
 int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
                  const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
                  json_t *content) {
+    return cb_wire_send_ex(ctx, sock, idents, n_idents, topic, msg_type, parent, metadata, content,
+                           NULL, 0);
+}
+
+int cb_wire_send_ex(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents,
+                    size_t n_idents, const char *topic, const char *msg_type, const json_t *parent,
+                    json_t *metadata, json_t *content, const cb_wire_buf_t *buffers,
+                    size_t n_buffers) {
     json_auto_t *meta = metadata ? metadata : json_object();
     json_auto_t *cont = content;
     if (cont == NULL) {
@@ -242,9 +263,12 @@ int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *ident
     bad |= s_send_copy(raw, sig, strlen(sig));
     for (int k = 0; k < 4; k++) {
         /* each part is lent even after a failure, so none leaks */
-        bad |= s_send_lent(raw, ctx, bytes[k], k == 3);
+        bad |= s_send_lent(raw, ctx, bytes[k], k == 3, k < 3 || n_buffers > 0);
         bytes[k] = NULL;
     }
+    for (size_t i = 0; i < n_buffers; i++)
+        bad |= zmq_send(raw, buffers[i].data, buffers[i].len,
+                        ZMQ_DONTWAIT | (i + 1 < n_buffers ? ZMQ_SNDMORE : 0)) < 0;
     if (bad) {
         LOG_W("sending %s failed: %s", msg_type, zmq_strerror(zmq_errno()));
         goto out;

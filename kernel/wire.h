@@ -26,7 +26,8 @@ typedef struct {
     json_t *parent;       /* object (owned) */
     json_t *metadata;     /* object (owned) */
     json_t *content;      /* object (owned) */
-    size_t n_buffers;     /* binary buffers received (accepted, ignored) */
+    zframe_t **buffers;   /* binary buffers after the content (owned) */
+    size_t n_buffers;     /* count of buffers */
     const char *msg_type; /* borrowed from header */
     const char *msg_id;   /* borrowed from header */
 } cb_msg_t;
@@ -76,5 +77,17 @@ void cb_iso_now(char buf[32]);
 int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
                  const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
                  json_t *content);
+
+/* A binary buffer to send after the content (comm messages of widgets). */
+typedef struct {
+    const void *data; /* borrowed */
+    size_t len;       /* bytes */
+} cb_wire_buf_t;
+
+/* cb_wire_send with n_buffers buffers (borrowed, copied) after the content. */
+int cb_wire_send_ex(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents,
+                    size_t n_idents, const char *topic, const char *msg_type, const json_t *parent,
+                    json_t *metadata, json_t *content, const cb_wire_buf_t *buffers,
+                    size_t n_buffers);
 
 #endif

@@ -7,7 +7,7 @@
  * setup happens in a new mount namespace with no /etc: we keep both to raw
  * system calls on memory prepared beforehand (nsjail, libuv).
  */
-#include "child.h"
+#include "launcher/child.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "isolate/util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "sandbox_limits.h"
+#include "isolate/sandbox_limits.h"
 
 /* Setup steps, in the order they run; each has a name and a hint. */
 typedef enum {

@@ -10,6 +10,7 @@
 #include "launcher/flags.h"
 
 #include "isolate/limits.h"
+#include "isolate/idpool.h"
 #include "isolate/sandbox_limits.h"
 #include "launcher/netproxy_limits.h"
 #include "launcher/netrules.h"
@@ -70,6 +71,11 @@ static int s_check_ro_bind(const char *v, char *err, size_t len) {
             return s_fail(err, len, "'%s': %s is managed by the sandbox", v, reserved[i]);
     }
     return 0;
+}
+
+static int s_check_uid_range(const char *v, char *err, size_t len) {
+    unsigned long first, count;
+    return cb_idpool_parse_range(v, &first, &count, err, len);
 }
 
 static int s_check_preload(const char *v, char *err, size_t len) {
@@ -147,10 +153,13 @@ static const cb_flag_t s_table[] = {
      "with allow: bytes the proxy relays per session, both directions", S_L,
      S_OFF(network_max_mb), 0, NULL},
     {"uid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
-     "id the code runs as when the kernel is root (default " S_STR(CB_SANDBOX_UID) ")", S_L,
+     "id the code runs as inside the sandbox (default " S_STR(CB_SANDBOX_UID) ")", S_L,
      S_OFF(uid), 0, NULL},
     {"gid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
-     "group id the code runs as when the kernel is root", S_L, S_OFF(gid), 0, NULL},
+     "group id the code runs as inside the sandbox", S_L, S_OFF(gid), 0, NULL},
+    {"uid-range", CB_FK_TEXT, S_NO, "", CB_SANDBOX_ID_RANGE, NULL, "FIRST:COUNT", "sandbox",
+     "host ids, one per sandbox, when the kernel is root", S_L, S_OFF(uid_range), 0,
+     s_check_uid_range},
     {"ro-bind", CB_FK_TEXT, S_NO, "", NULL, NULL, "HOST:SANDBOX", "sandbox",
      "expose a host path read-only inside (repeatable)", S_L | CB_FLAG_REPEAT, S_OFF(ro_bind),
      S_OFF(n_ro_bind), s_check_ro_bind},

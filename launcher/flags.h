@@ -52,6 +52,7 @@ typedef struct {
     long open_files;                         /* --open-files */
     const char *network;                     /* none | host | allow:HOST[:PORT],... */
     long uid, gid;                           /* 0 = the launcher's default */
+    const char *uid_range;                   /* FIRST:COUNT host ids (isolate/idpool.h) */
     const char *ro_bind[CB_FLAG_REPEAT_MAX]; /* HOST:SANDBOX values */
     size_t n_ro_bind;                        /* used entries of ro_bind */
     bool require_limits;                     /* --require-limits */

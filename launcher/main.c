@@ -23,15 +23,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "child.h"
-#include "log.h"
-#include "netproxy.h"
-#include "options.h"
-#include "report.h"
-#include "sandbox.h"
-#include "sandbox_limits.h"
-#include "util.h"
-#include "workdir.h"
+#include "isolate/cgroup.h"
+#include "launcher/child.h"
+#include "isolate/log.h"
+#include "launcher/netproxy.h"
+#include "launcher/options.h"
+#include "launcher/report.h"
+#include "launcher/sandbox.h"
+#include "isolate/sandbox_limits.h"
+#include "isolate/util.h"
+#include "launcher/workdir.h"
 
 #define EXIT_USAGE 2 /* bad command line */
 #define EXIT_FATAL 3 /* sandbox could not be set up (contract) */
@@ -231,8 +232,11 @@ static int s_check_fds(void) {
 }
 
 int main(int argc, char **argv) {
+    /* The kernel's death is a SIGTERM: the launcher tears the sandbox down
+     * and removes its cgroup, as on an ordinary shutdown (a SIGKILL would
+     * leave the group behind).  init and the runner still die by SIGKILL. */
     pid_t ppid = getppid();
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != ppid) return EXIT_FATAL;
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != ppid) return EXIT_FATAL;
     (void) signal(SIGPIPE, SIG_IGN);
 
     static s_launcher_t L;
@@ -297,6 +301,9 @@ int main(int argc, char **argv) {
         }
     }
     if (rc == 0) {
+        /* groups left by killed kernels and launchers, once the runner is
+         * on its way (off the start-up path) */
+        if (L.sb != NULL) (void) cb_cgroup_sweep();
         s_supervise(&L);
         s_kill_all(&L); /* leftovers: background processes of the runner */
         s_report_exit(&L);

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -215,6 +216,11 @@ int cb_netproxy_child_listen(const cb_netproxy_t *np) {
     if ((fds[n] = s_tcp_listener(AF_INET6)) >= 0) n++;
     if ((fds[n] = s_unix_listener()) < 0) goto out;
     n++;
+    /* the socket is bound: the directory holding it becomes read-only, so
+     * nothing in the sandbox (whose uid init may have) can replace it */
+    if (mount(NULL, CB_PROXY_SOCK_DIR, NULL,
+              MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        goto out;
     union {
         struct cmsghdr align;
         char buf[CMSG_SPACE(sizeof fds)];

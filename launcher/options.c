@@ -8,6 +8,7 @@
  */
 #include "launcher/options.h"
 
+#include "isolate/idpool.h"
 #include "launcher/flags.h"
 
 #include <stdio.h>
@@ -54,6 +55,8 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
     o->network_host = strcmp(c.network, "host") == 0;
     o->uid = c.uid > 0 ? (uid_t) c.uid : CB_SANDBOX_UID;
     o->gid = c.gid > 0 ? (gid_t) c.gid : CB_SANDBOX_UID;
+    if (cb_idpool_parse_range(c.uid_range, &o->uid_first, &o->uid_count, err, err_len) < 0)
+        return -1;
     o->require_limits = c.require_limits;
     (void) cb_log_parse_level(c.log_level, &o->log_level); /* checked by the table */
     o->python = c.python;

@@ -34,8 +34,10 @@ typedef struct {
     long disk_mb;                              /* --disk */
     long open_files;                           /* --open-files */
     bool network_host;                         /* --network host */
-    uid_t uid;                                 /* --uid (used when launched as root) */
+    uid_t uid;                                 /* --uid: the runner's id inside */
     gid_t gid;                                 /* --gid */
+    unsigned long uid_first;                   /* --uid-range FIRST: host ids, one per sandbox */
+    unsigned long uid_count;                   /* --uid-range :COUNT */
     bool require_limits;                       /* --require-limits */
     cb_log_level_t log_level;                  /* --log-level */
     const char *python;                        /* --python (borrowed from argv) */

@@ -6,7 +6,7 @@
  * dropped rather than blocking if the relay falls behind) and rewrite each
  * line into "log LEVEL func:line text" on the report socket.
  */
-#include "report.h"
+#include "launcher/report.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -14,9 +14,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "log.h"
-#include "sandbox_limits.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "isolate/sandbox_limits.h"
+#include "isolate/util.h"
 
 static int s_report_fd = -1;
 static int s_pump_fd = -1;

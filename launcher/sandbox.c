@@ -20,7 +20,7 @@
  * namespace alive; when it exits the kernel kills everything left in it,
  * and the cgroup kill covers anything that might still hold on.
  */
-#include "sandbox.h"
+#include "launcher/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,19 +39,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "caps.h"
-#include "cgroup.h"
-#include "child.h"
-#include "landlock.h"
-#include "log.h"
-#include "mount.h"
-#include "net.h"
-#include "netproxy.h"
-#include "report.h"
-#include "sandbox_limits.h"
-#include "seccomp_filter.h"
-#include "userns.h"
-#include "util.h"
+#include "isolate/caps.h"
+#include "isolate/cgroup.h"
+#include "launcher/child.h"
+#include "isolate/landlock.h"
+#include "isolate/log.h"
+#include "isolate/mount.h"
+#include "isolate/net.h"
+#include "launcher/netproxy.h"
+#include "launcher/report.h"
+#include "isolate/sandbox_limits.h"
+#include "isolate/seccomp_filter.h"
+#include "isolate/idpool.h"
+#include "isolate/userns.h"
+#include "isolate/util.h"
 
 #define S_GO            'g' /* launcher -> init: ids and cgroup are set */
 #define S_CHILDREN_BUF  64  /* bytes of /proc/PID/task/PID/children read */
@@ -67,7 +68,10 @@ typedef struct {
 
 struct cb_sandbox {
     const cb_options_t *opts;              /* borrowed */
-    bool userns;                           /* launched unprivileged: new user namespace */
+    bool userns;                           /* a user namespace (always, in full mode) */
+    bool root;                             /* launched as root: ids from the pool */
+    pid_t kernel_pid;                      /* our parent (parent-death checks) */
+    cb_idlease_t lease;                    /* root: the sandbox's own host id */
     uid_t uid;                             /* runner's uid (inside) */
     gid_t gid;                             /* runner's gid (inside) */
     int last_cap;                          /* cap_last_cap */
@@ -174,18 +178,20 @@ static int s_plan_mounts(cb_sandbox_t *sb) {
                     CB_SANDBOX_TMPFS_INODES);
     if (cb_mount_plan_tmpfs(p, "/dev/shm", buf) < 0) return -1;
     if (cb_mount_plan_rdonly(p, "/dev") < 0) return -1;
-    if (cb_mount_plan_proc(p, "/proc") < 0) return -1;
+    if (cb_mount_plan_proc(p, "/proc") < 0 || cb_mount_plan_proc_masks(p, "/proc") < 0)
+        return -1;
     (void) snprintf(buf, sizeof buf, "mode=1777,size=%ldm,nr_inodes=%d", o->disk_mb,
                     CB_SANDBOX_TMPFS_INODES);
     if (cb_mount_plan_tmpfs(p, "/tmp", buf) < 0) return -1;
     (void) snprintf(buf, sizeof buf, "mode=0700,size=%ldm,nr_inodes=%d,uid=%lu,gid=%lu", o->disk_mb,
                     CB_SANDBOX_TMPFS_INODES, (unsigned long) sb->uid, (unsigned long) sb->gid);
     if (cb_mount_plan_tmpfs(p, CB_SANDBOX_HOME, buf) < 0) return -1;
-    /* the runner: a read-only bind of its directory */
+    /* the runner: a copy of its directory in a small read-only tmpfs (a
+     * bind would show the build or install path in /proc/self/mountinfo) */
     char rdir[CB_PATH_MAX];
     (void) snprintf(rdir, sizeof rdir, "%s", o->runner);
-    if (cb_mount_plan_bind(p, dirname(rdir), CB_SANDBOX_RUNNER_DIR, false, false) < 0) {
-        s_err(sb, "--runner %s: its directory cannot be bound: %s", o->runner, strerror(errno));
+    if (cb_mount_plan_copy_dir(p, dirname(rdir), CB_SANDBOX_RUNNER_DIR) < 0) {
+        s_err(sb, "--runner %s: its directory cannot be copied: %s", o->runner, strerror(errno));
         return -1;
     }
     for (size_t i = 0; i < o->n_ro_binds; i++) {
@@ -203,7 +209,10 @@ cb_sandbox_t *cb_sandbox_new(const cb_options_t *opts) {
     if (sb == NULL) return NULL;
     sb->opts = opts;
     sb->ctl = -1;
-    sb->userns = geteuid() != 0;
+    sb->userns = true;
+    sb->root = geteuid() == 0;
+    sb->kernel_pid = getppid();
+    sb->lease.lock_fd = sb->lease.dir_fd = -1;
     sb->uid = opts->uid;
     sb->gid = opts->gid;
     sb->last_cap = cb_caps_last_cap();
@@ -268,6 +277,11 @@ __attribute__((noreturn)) static void s_init_main(const cb_sandbox_t *sb, int ct
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) s_init_fail(ctl, CB_STEP_CLONE, -1);
     /* first go: the id maps are written, so the filesystem can be built */
     if (s_wait_go(ctl) < 0) _exit(127); /* launcher gone or gave up */
+    /* become the sandbox's (mapped) ids with the namespace's capabilities:
+     * launched as root, our uid 0 is not mapped inside */
+    if (sb->userns && cb_caps_become(sb->uid, sb->gid, sb->root) < 0)
+        s_init_fail(ctl, CB_STEP_IDMAP, -1);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) s_init_fail(ctl, CB_STEP_IDMAP, -1);
     if (sethostname(CB_SANDBOX_HOSTNAME, sizeof CB_SANDBOX_HOSTNAME - 1) < 0)
         s_init_fail(ctl, CB_STEP_HOSTNAME, -1);
     if (!sb->opts->network_host && cb_net_lo_up() < 0) s_init_fail(ctl, CB_STEP_NET, -1);
@@ -353,8 +367,14 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
             return buf;
         }
         return "mounting failed";
-    case CB_STEP_CGROUP_NS:
     case CB_STEP_PIVOT:
+        if (e->err == EINVAL)
+            return "pivot_root refused the launcher's root even after the chroot fallback "
+                   "(the staging dir " CB_SANDBOX_STAGE " must be a plain directory on a "
+                   "mounted file system)";
+        return "the host refuses namespace operations (container seccomp profile or LSM); "
+               "see docs/SECURITY.md 'Hosts that refuse'";
+    case CB_STEP_CGROUP_NS:
     case CB_STEP_HOSTNAME:
     case CB_STEP_NET:
         return "the host refuses namespace operations (container seccomp profile or LSM); "
@@ -418,16 +438,39 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
     else
         (void) snprintf(ll, sizeof ll, "Landlock unavailable");
     (void) snprintf(buf, len,
-                    "cellblock sandbox: namespaces %spid,mount,%.160s,ipc,uts,cgroup; uid %lu; %s; "
+                    "cellblock sandbox: namespaces %spid,mount,%.160s,ipc,uts,cgroup; uid %lu "
+                    "(host uid %lu%s); %s; "
                     "disk %ld MiB tmpfs (home, /tmp); open files %ld; seccomp allowlist "
                     "(%u syscalls, native ABI only); %s; no capabilities, no_new_privs",
-                    sb->userns ? "user," : "", net, (unsigned long) sb->uid, sb->limits_desc,
-                    sb->opts->disk_mb, sb->opts->open_files, sb->filter.n_allowed, ll);
+                    sb->userns ? "user," : "", net, (unsigned long) sb->uid,
+                    sb->root ? sb->lease.id : (unsigned long) getuid(),
+                    !sb->root    ? ", the kernel's user"
+                    : sb->userns ? ", the sandbox's own"
+                                 : ", the sandbox's own, no user namespace",
+                    sb->limits_desc, sb->opts->disk_mb, sb->opts->open_files, sb->filter.n_allowed,
+                    ll);
 }
 
 static int s_plan(cb_sandbox_t *sb) {
     const cb_options_t *o = sb->opts;
     char why[CB_REPORT_LINE_MAX / 2] = "";
+    /* as root: a host id of this sandbox's own (per-uid counters, finding 8
+     * of issue 10); unprivileged, the kernel's user is the only id we have */
+    if (sb->root && cb_idpool_acquire(CB_SANDBOX_ID_DIR, o->uid_first, o->uid_count, &sb->lease,
+                                      why, sizeof why) < 0) {
+        s_err(sb, "cannot give the sandbox a host id of its own: %s", why);
+        return -1;
+    }
+    /* Where the kernel refuses user namespaces (a chroot; none configured),
+     * root still gives the runner the sandbox's own host id, directly: it is
+     * then also its id inside. */
+    if (sb->root && !cb_userns_possible(why, sizeof why)) {
+        LOG_W("no user namespace (%s): the runner's id inside is its host id %lu", why,
+              sb->lease.id);
+        sb->userns = false;
+        sb->uid = (uid_t) sb->lease.id;
+        sb->gid = (gid_t) sb->lease.id;
+    }
     if (s_plan_mounts(sb) < 0) {
         if (sb->error[0] == '\0') s_err(sb, "planning the sandbox filesystem: %s", strerror(errno));
         return -1;
@@ -450,10 +493,18 @@ static int s_plan(cb_sandbox_t *sb) {
     }
     (void) cb_rlimits_add(&sb->rlimits, RLIMIT_NOFILE, (rlim_t) o->open_files);
     (void) cb_rlimits_add(&sb->rlimits, RLIMIT_CORE, 0);
-    char name[CB_OPT_MAX_NAME];
-    (void) snprintf(name, sizeof name, CB_CGROUP_NAME_FMT, (long) getpid());
+    /* one parent group per kernel (our parent process), one group per
+     * launcher, both named by pid and start time (isolate/cgroup.h) */
+    char name[CB_OPT_MAX_NAME], parent[CB_OPT_MAX_NAME];
+    /* (our parent gone already: no parent group, we are about to end) */
+    bool has_parent = getppid() == sb->kernel_pid && sb->kernel_pid > 1 &&
+                      cb_cgroup_kernel_name(sb->kernel_pid, parent, sizeof parent) == 0;
+    if (cb_cgroup_launcher_name(getpid(), name, sizeof name) < 0) {
+        s_err(sb, "cannot read /proc/self/stat: %s", strerror(errno));
+        return -1;
+    }
     cb_cgroup_limits_t lim = {.memory_mb = o->memory_mb, .pids = o->pids, .cpus = o->cpus};
-    sb->cg = cb_cgroup_new_auto(name, &lim, why, sizeof why);
+    sb->cg = cb_cgroup_new_auto(has_parent ? parent : NULL, name, &lim, why, sizeof why);
     if (sb->cg != NULL) {
         cb_cgroup_describe(sb->cg, sb->limits_desc, sizeof sb->limits_desc);
     } else {
@@ -470,6 +521,22 @@ static int s_plan(cb_sandbox_t *sb) {
                         "nproc %ld, CPU not limited, no kill-all)",
                         o->memory_mb, o->pids);
     }
+    return 0;
+}
+
+/* Root launcher: switch the effective ids to the sandbox's host id (on) or
+ * back to root (off).  Changing them clears our parent-death signal: re-arm
+ * it, and if the kernel died in between, take the signal we missed. */
+static int s_owner_ids(cb_sandbox_t *sb, bool on) {
+    if (on) {
+        if (setresgid((gid_t) -1, (gid_t) sb->lease.id, (gid_t) -1) < 0) return -1;
+        return setresuid((uid_t) -1, (uid_t) sb->lease.id, (uid_t) -1);
+    }
+    if (setresuid((uid_t) -1, 0, (uid_t) -1) < 0 || setresgid((gid_t) -1, 0, (gid_t) -1) < 0)
+        return -1;
+    (void) prctl(PR_SET_DUMPABLE, 1);
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0) return -1;
+    if (getppid() != sb->kernel_pid) (void) kill(getpid(), SIGTERM);
     return 0;
 }
 
@@ -509,6 +576,19 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
     if (!o->network_host) flags |= CLONE_NEWNET;
     if (sb->userns) flags |= CLONE_NEWUSER;
     cb_report_pump();
+    /* As root, create the user namespace with the sandbox's host id as
+     * effective id: the namespace's owner is who the kernel charges per-user
+     * counts to (ucounts: inotify instances, user namespaces, RLIMIT_NPROC,
+     * mqueue bytes are charged at every level up to the owner), so an owner
+     * of root would share root's limits among all sandboxes. */
+    if (sb->root && sb->userns && s_owner_ids(sb, true) < 0) {
+        s_err(sb, "setresuid(-1, %lu, -1): %s", sb->lease.id, strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        close(ep[0]);
+        close(ep[1]);
+        return -1;
+    }
     long pid = syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
     if (pid == 0) {
         close(sv[0]);
@@ -516,6 +596,11 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
         s_init_main(sb, sv[1], ep[1]);
     }
     int clone_err = errno;
+    if (sb->root && sb->userns && s_owner_ids(sb, false) < 0) {
+        s_err(sb, "cannot get root back after clone: %s", strerror(errno));
+        if (pid > 0) (void) kill((pid_t) pid, SIGKILL);
+        return -1;
+    }
     close(sv[1]);
     close(ep[1]);
     cb_autofd int errp = ep[0];
@@ -528,7 +613,10 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
     }
     sb->init = (pid_t) pid;
     *child = sb->init;
-    if (sb->userns && cb_userns_write_maps(sb->init, sb->uid, getuid(), sb->gid, getgid()) < 0) {
+    uid_t host_uid = sb->root ? (uid_t) sb->lease.id : getuid();
+    gid_t host_gid = sb->root ? (gid_t) sb->lease.id : getgid();
+    if (sb->userns &&
+        cb_userns_write_maps(sb->init, sb->uid, host_uid, sb->gid, host_gid, !sb->root) < 0) {
         char why[CB_REPORT_LINE_MAX / 2];
         cb_userns_diagnose(errno, why, sizeof why);
         s_err(sb, "cannot map ids into the user namespace (%s): %s", strerror(errno), why);
@@ -629,6 +717,8 @@ void cb_sandbox_destroy(cb_sandbox_t **self_p) {
     cb_sandbox_t *sb = *self_p;
     *self_p = NULL;
     cb_cgroup_destroy(&sb->cg);
+    /* the id goes back only now: every process of the sandbox is gone */
+    cb_idpool_release(&sb->lease);
     if (sb->ctl >= 0) close(sb->ctl);
     cb_mount_plan_fini(&sb->mounts);
     cb_seccomp_fini(&sb->filter);

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "options.h"
+#include "launcher/options.h"
 
 typedef struct cb_sandbox cb_sandbox_t;
 

@@ -5,7 +5,7 @@
  * symlink planted by user code (to $HOME, say) is unlinked, never followed;
  * a directory on another device (a bind mount) is not entered.
  */
-#include "workdir.h"
+#include "launcher/workdir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,9 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "log.h"
-#include "sandbox_limits.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "isolate/sandbox_limits.h"
+#include "isolate/util.h"
 
 int cb_workdir_create(char *path, size_t path_len) {
     int n = snprintf(path, path_len, "%s", CB_WORKDIR_TEMPLATE);

@@ -148,7 +148,8 @@ def _die():
 # the runner waits for the kernel's {"type":"ack"}, sent once the kernel has
 # drained the pipes and published the frame: without it, output printed right
 # after a display could be drained (and published) before the display.
-_ACKED = frozenset(("display", "update_display", "execute_result", "clear_output", "error"))
+_ACKED = frozenset(("display", "update_display", "execute_result", "clear_output", "error",
+                    "started", "comm_open", "comm_msg", "comm_close"))
 
 
 def _wait_ack():
@@ -853,7 +854,19 @@ class _ExitAutocall:
         return "Use exit() or Ctrl-D to leave the frontend; the kernel stays until it is shut down."
 
 
+def _comm_request(req):
+    """A frontend's comm message.  The minimal runner has no comm targets:
+    a comm_open is refused with a comm_close, as ipykernel does for a target
+    nobody registered; every comm request ends with comm_done."""
+    if req.get("type") == "comm_open":
+        _send({"type": "comm_close", "comm_id": req.get("comm_id", ""), "data": {}})
+    _send({"type": "comm_done"})
+
+
 _HANDLERS = {
+    "comm_open": _comm_request,
+    "comm_msg": _comm_request,
+    "comm_close": _comm_request,
     "preload": _preload,
     "execute": _execute,
     "complete": _complete,
@@ -903,7 +916,7 @@ def _main():
             continue                  # stray input_reply, unknown types
         if isinstance(req.get("seq"), int):
             _S.seq = req["seq"]
-            if req.get("type") == "execute":
+            if req.get("type") in ("execute", "comm_open", "comm_msg", "comm_close"):
                 # what is printed from now on belongs to this request
                 _send({"type": "started"})
         try:

@@ -147,3 +147,55 @@ def test_kernel_exits_when_sigterm(tmp_path):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+@pytest.mark.cellblock_only
+@pytest.mark.parametrize("flags,what", [(["--pids", "2"], "--pids"),
+                                        (["--memory", "8"], "--memory"),
+                                        (["--cpus", "0"], "--cpus"),
+                                        (["--ro-bind", "/etc:/proc/x"], "--ro-bind")])
+def test_sandbox_flags_checked_before_anything_starts(tmp_path, flags, what):
+    """The launcher's bounds are checked by the kernel at start-up (one flag
+    table): a bad value is a message naming the flag and exit 2, never a
+    kernel that relaunches a refused sandbox for ever."""
+    fname = tmp_path / "kernel.json"
+    fname.write_text(json.dumps({"transport": "tcp", "ip": "127.0.0.1", "shell_port": 0,
+                                 "iopub_port": 0, "stdin_port": 0, "control_port": 0,
+                                 "hb_port": 0, "key": "k", "signature_scheme": "hmac-sha256"}))
+    rc, out, err = _run_to_exit(_argv(fname) + flags)
+    assert rc == 2, (rc, err)
+    assert what in err, err
+
+
+@pytest.mark.cellblock_only
+def test_traitlets_options_are_ignored_with_a_warning(kernel_factory, tmp_path):
+    """nbclient adds --HistoryManager.hist_file=:memory: to any kernel named
+    python3; a site that installs cellblock under that name must still run."""
+    from .test_artifacts import spec_kernel
+    k = spec_kernel(kernel_factory, tmp_path, "--HistoryManager.hist_file=:memory:",
+                    "--InteractiveShell.colors=NoColor")
+    r = k.execute("6 * 7")
+    assert r.of_type("execute_result")[0]["content"]["data"]["text/plain"] == "42"
+
+
+@pytest.mark.cellblock_only
+@pytest.mark.timeout(90)
+def test_a_sandbox_that_cannot_start_is_not_relaunched_for_ever(kernel_factory, tmp_path):
+    """A launcher that fails at set-up (here: a read-only bind of a path that
+    does not exist) is retried a few times with back-off, then left alone:
+    each cell gets the cause at once."""
+    from .helpers import descendants
+    from .test_artifacts import spec_kernel
+    k = spec_kernel(kernel_factory, tmp_path, "--ro-bind", "/nonexistent/cb-dir:/mnt/x")
+    r = k.execute("1", timeout=30)
+    assert r.status == "error" and r.content["ename"] == "SandboxError", r.content
+    assert "could not be started" in r.content["evalue"] and "/nonexistent" in r.content["evalue"]
+    time.sleep(4)  # the back-off retries (0.5 + 1 + 2 s) are over by now
+    launches = set()
+    t_end = time.monotonic() + 5
+    while time.monotonic() < t_end:
+        launches |= descendants(k.pid)
+        time.sleep(0.05)
+    assert not launches, "the kernel keeps relaunching a sandbox that cannot start"
+    r = k.execute("1", timeout=30)
+    assert r.status == "error" and "could not be started" in r.content["evalue"]

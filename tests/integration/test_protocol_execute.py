@@ -379,3 +379,18 @@ def test_two_clients_outputs_carry_right_parent(kernel):
     # replies go only to the requester: kc2's shell got nothing for m1
     r = request(kc2, "kernel_info_request", {})
     assert r.reply["parent_header"]["msg_id"] == r.msg_id
+
+
+@pytest.mark.cellblock_only
+def test_silent_broadcasts_nothing_on_iopub(shared_kernel):
+    """The spec: silent=True does not broadcast output on IOPub — stream
+    output included (stock ipykernel still publishes streams; we do not).
+    The reply still carries an error, and the cell did run."""
+    kc = shared_kernel.kc
+    r = execute(kc, "import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\n"
+                    "display('shown')\nopen('silent_file.csv', 'w').write('a\\n1\\n')\n"
+                    "cb_silent_ran = True\n1/0", silent=True)
+    assert r.status == "error" and r.content["ename"] == "ZeroDivisionError"
+    assert r.types() == ["status", "status"], r.types()
+    assert execute(kc, "cb_silent_ran").of_type("execute_result")[0]["content"]["data"][
+        "text/plain"] == "True"

@@ -86,6 +86,8 @@ BAD_SIGNATURES = {
     "truncated": dict(signature=None, truncate=True),
     "tampered_content": dict(tamper=lambda c: c.replace(b'"silent": false', b'"silent": true')),
     "not_hex": dict(signature=b"z" * 64),
+    # the reference Session compares hexdigest() strings: case matters
+    "uppercase": dict(signature=None, upper=True),
 }
 
 
@@ -93,10 +95,16 @@ BAD_SIGNATURES = {
 def test_bad_signature_dropped(shared_kernel, raw, kind):
     spec = dict(BAD_SIGNATURES[kind])
     truncate = spec.pop("truncate", False)
+    upper = spec.pop("upper", False)
     name = _marker()
     frames, msg_id = _signed_execute(raw, f"{name} = 1", **spec)
     if truncate:
         frames[1] = frames[1][:32]
+    if upper:
+        if not raw.info["key"]:
+            pytest.skip("kernel runs without a key")
+        assert frames[1].upper() != frames[1]
+        frames[1] = frames[1].upper()
     if kind == "missing" and not raw.info["key"]:
         pytest.skip("kernel runs without a key")
     raw.send_frames("shell", frames)
@@ -236,7 +244,7 @@ def test_buffers_accepted(shared_kernel, raw):
     _assert_still_serving(raw)
 
 
-@pytest.mark.parametrize("n", [1, 3, 8])
+@pytest.mark.parametrize("n", [1, 3, 8, 50])
 def test_identities_echoed(raw, n):
     """Routing identities before the delimiter come back verbatim, in order."""
     idents = [f"id-{i}".encode() for i in range(n - 1)] + [b"\x00\xffbinary-id"]
@@ -247,10 +255,10 @@ def test_identities_echoed(raw, n):
 
 
 def test_too_many_identities_kernel_survives(shared_kernel, raw):
-    """200 identity frames (more than any real route): the kernel may drop
-    the message, but if it replies the identities must be intact; it keeps
-    serving."""
-    idents = [b"i%d" % i for i in range(200)]
+    """2000 identity frames (more than any real route of ROUTER proxies):
+    the kernel may drop the message, but if it replies the identities must
+    be intact; it keeps serving."""
+    idents = [b"i%d" % i for i in range(2000)]
     m, ev = raw.request("shell", "kernel_info_request", idents=idents, timeout=5)
     reply = [e for e in ev if e.channel == "shell" and e.parent_id == m["header"]["msg_id"]]
     if reply:

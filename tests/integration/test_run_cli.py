@@ -98,6 +98,18 @@ def test_json_execution_object():
     assert ex["error"]["name"] == "ValueError" and ex["error"]["value"] == "nope"
 
 
+def test_json_keeps_characters_split_across_reads():
+    """A UTF-8 character split between two reads of the pipe used to turn
+    every non-ASCII character of that read into '?' (a copy of the stream
+    code that the kernel's relay did not share)."""
+    p = run(["--json", "-"], "import sys\nsys.stdout.write('a' + '\u00e9' * 100000)\n"
+                              "sys.stdout.flush()\nprint('\\n' + '\u20ac' * 50001)\n")
+    assert p.returncode == 0, p.stderr.decode()
+    out = "".join(json.loads(p.stdout)["logs"]["stdout"])
+    assert out == "a" + "\u00e9" * 100000 + "\n" + "\u20ac" * 50001 + "\n"
+    assert "?" not in out and "\ufffd" not in out
+
+
 def test_output_streams_while_running():
     proc = subprocess.Popen([CELLBLOCK, "run", "-"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -14,7 +14,8 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.execu
 
 
 # Frames the runner waits on (docs/RUNNER_PROTOCOL.md, ordering rule).
-ACKED = {"display", "update_display", "execute_result", "clear_output", "error"}
+ACKED = {"display", "update_display", "execute_result", "clear_output", "error", "started",
+         "comm_open", "comm_msg", "comm_close"}
 
 
 class Runner:

@@ -210,6 +210,10 @@ def test_inspect_getsource_of_cell_function(runner):
 
 
 def _wait_started(runner, marker=b"started"):
+    # the runner's `started` frame waits for its ack before user code runs
+    f = runner._recv1(10)
+    assert f["type"] == "started", f
+    runner.started.append(runner.seqs[-1])
     deadline = time.monotonic() + 10
     while marker not in runner.out:
         runner._pump(0.1)

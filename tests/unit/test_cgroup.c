@@ -1,7 +1,9 @@
 /* test_cgroup.c - cgroup v2 and v1 file-level logic against fake trees in
  * a temp dir (no privileges needed), plus a real v1 group when writable. */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 
 #include "cgroup.h"
 #include "launcher/workdir.h"
+#include "util.h"
 #include "tap.h"
 
 /* snprintf that checks for truncation (tests build paths under a temp dir) */
@@ -35,6 +38,233 @@ static const char *get(const char *dir, const char *file) {
     return buf;
 }
 
+/* A pid that is gone: a child that exited and was reaped. */
+static pid_t dead_pid(void) {
+    pid_t c = fork();
+    if (c == 0) _exit(0);
+    waitpid(c, NULL, 0);
+    return c;
+}
+
+static int is_dir(const char *d) {
+    struct stat st;
+    return stat(d, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* v2: the kernel's parent group is created on demand, controllers handed
+ * down through it, and the sandbox's limits set in the child. */
+static void s_test_v2_parent(const char *root, const cb_cgroup_limits_t *lim) {
+    char base[4096], par[4096], box[4096], why[512] = "";
+    FMT(base, "%s/v2p", root);
+    mkdir(base, 0755);
+    put(base, "cgroup.controllers", "cpu io memory pids\n");
+    put(base, "cgroup.subtree_control", "memory pids cpu\n");
+    FMT(par, "%s/cellblock-k1-2", base);
+    mkdir(par, 0755); /* a real kernel creates its files on mkdir */
+    put(par, "cgroup.subtree_control", "");
+    FMT(box, "%s/box", par);
+    mkdir(box, 0755);
+    static const char *files[] = {"memory.max", "memory.swap.max", "pids.max", "cpu.max",
+                                  "cgroup.procs", "cgroup.kill"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        put(box, files[i], "");
+    cb_cgroup_t *cg = cb_cgroup_new_v2(base, "cellblock-k1-2", "box", lim, why, sizeof why);
+    TAP_OK(cg != NULL, "v2 group below a parent (%s)", why);
+    if (cg == NULL) return;
+    TAP_OK(strstr(get(par, "cgroup.subtree_control"), "+cpu") != NULL,
+           "v2 parent hands controllers down: %s", get(par, "cgroup.subtree_control"));
+    TAP_EQ_STR(get(box, "pids.max"), "64", "v2 limits set in the child of the parent");
+    TAP_EQ_INT(cb_cgroup_add(cg, 4243), 0, "v2 add below the parent");
+    TAP_EQ_STR(get(box, "cgroup.procs"), "4243", "v2 pid in the child's cgroup.procs");
+    put(box, "cgroup.procs", "");
+    cb_cgroup_destroy(&cg);
+    TAP_EQ_STR(get(box, "cgroup.kill"), "1", "v2 destroy kills through cgroup.kill");
+}
+
+static void s_test_names(void) {
+    char k[64], l[64], n[128];
+    unsigned long long st = cb_proc_start_time(getpid());
+    TAP_OK(st > 0, "our start time: %llu", st);
+    TAP_EQ_INT(cb_proc_start_time(dead_pid()), 0, "a reaped pid has no start time");
+    TAP_EQ_INT(cb_cgroup_kernel_name(getpid(), k, sizeof k), 0, "kernel name");
+    FMT(n, "cellblock-k%ld-%llu", (long) getpid(), st);
+    TAP_EQ_STR(k, n, "kernel name is cellblock-k<pid>-<start>");
+    TAP_EQ_INT(cb_cgroup_launcher_name(getpid(), l, sizeof l), 0, "launcher name");
+    FMT(n, "cellblock-%ld-%llu", (long) getpid(), st);
+    TAP_EQ_STR(l, n, "launcher name is cellblock-<pid>-<start>");
+    TAP_EQ_INT(cb_cgroup_kernel_name(dead_pid(), k, sizeof k), -1, "no name for a gone pid");
+    TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_ALIVE, "our own group: owner alive");
+    FMT(n, "cellblock-k%ld-%llu", (long) getpid(), st);
+    TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_ALIVE, "our own parent: owner alive");
+    FMT(n, "cellblock-%ld-%llu", (long) getpid(), st + 1);
+    TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_GONE, "same pid, other start time: reused pid, gone");
+    FMT(n, "cellblock-k%ld-%llu", (long) dead_pid(), st);
+    TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_GONE, "dead kernel: gone");
+    FMT(n, "cellblock-%ld", (long) dead_pid());
+    TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_GONE, "first-release name of a dead pid: gone");
+    FMT(n, "cellblock-%ld", (long) getpid());
+    TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_GONE,
+               "first-release name whose pid is no launcher (pid reused): gone");
+    static const char *unknown[] = {"cellblock-unit-test", "cellblock-k12", "cellblock-1-",
+                                    "cellblock-1-2x", "cellblock--1-2", "cellblock-0-5",
+                                    "cellblock-99999999999999999999999-1", "other-1-2",
+                                    "cellblock-k", "cellblock-"};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        TAP_EQ_INT(cb_cgroup_owner(unknown[i]), CB_OWNER_UNKNOWN, unknown[i]);
+}
+
+/* The sweep on a fake tree: what is stale goes, what is alive or not ours
+ * stays, whatever the nesting. */
+static void s_test_sweep(const char *root) {
+    char base[4096], p[4096];
+    FMT(base, "%s/sweep", root);
+    mkdir(base, 0755);
+    unsigned long long st = cb_proc_start_time(getpid());
+    long me = (long) getpid(), dead = (long) dead_pid(), dead2 = (long) dead_pid();
+    char live_k[128], stale_k[128], stale_k2[128], legacy[128];
+    FMT(live_k, "%s/cellblock-k%ld-%llu", base, me, st);
+    FMT(stale_k, "%s/cellblock-k%ld-%llu", base, dead, st);
+    FMT(stale_k2, "%s/cellblock-k%ld-7", base, dead2);
+    FMT(legacy, "%s/cellblock-%ld", base, dead);
+    mkdir(live_k, 0755);
+    mkdir(stale_k, 0755);
+    mkdir(stale_k2, 0755);
+    mkdir(legacy, 0755);
+    FMT(p, "%s/cellblock-%ld-%llu", live_k, dead, st); /* killed launcher of a live kernel */
+    mkdir(p, 0755);
+    FMT(p, "%s/cellblock-%ld-%llu", live_k, me, st); /* a live launcher */
+    mkdir(p, 0755);
+    FMT(p, "%s/cellblock-%ld-%llu", stale_k, me, st); /* dead kernel, launcher still ending */
+    mkdir(p, 0755);
+    FMT(p, "%s/cellblock-%ld-%llu", stale_k, dead2, st); /* dead kernel, dead launcher */
+    mkdir(p, 0755);
+    FMT(p, "%s/cellblock-%ld-3", stale_k2, dead);
+    mkdir(p, 0755);
+    FMT(p, "%s/cellblock-unit-test", base);
+    mkdir(p, 0755);
+    FMT(p, "%s/system.slice", base);
+    mkdir(p, 0755);
+
+    int r = cb_cgroup_sweep_dir(base);
+    TAP_EQ_INT(r, -1, "sweep: a stale parent stayed (its launcher still runs): reported");
+    TAP_OK(!is_dir(legacy), "legacy group of a dead launcher removed");
+    TAP_OK(!is_dir(stale_k2), "parent of a dead kernel with only dead launchers removed");
+    TAP_OK(is_dir(stale_k), "parent of a dead kernel with a live launcher kept");
+    FMT(p, "%s/cellblock-%ld-%llu", stale_k, me, st);
+    TAP_OK(is_dir(p), "live launcher below a dead kernel kept");
+    FMT(p, "%s/cellblock-%ld-%llu", stale_k, dead2, st);
+    TAP_OK(!is_dir(p), "dead launcher below a dead kernel removed");
+    TAP_OK(is_dir(live_k), "parent of a live kernel kept");
+    FMT(p, "%s/cellblock-%ld-%llu", live_k, dead, st);
+    TAP_OK(!is_dir(p), "killed launcher's group below a live kernel removed");
+    FMT(p, "%s/cellblock-%ld-%llu", live_k, me, st);
+    TAP_OK(is_dir(p), "live launcher's group kept");
+    FMT(p, "%s/cellblock-unit-test", base);
+    TAP_OK(is_dir(p), "a cellblock-* name we do not make is never touched");
+    FMT(p, "%s/system.slice", base);
+    TAP_OK(is_dir(p), "other groups are never touched");
+
+    /* the owner itself removes its parent; a live child keeps it */
+    char kname[128];
+    FMT(kname, "cellblock-k%ld-%llu", me, st);
+    TAP_EQ_INT(cb_cgroup_remove_parent_dir(base, kname), -1, "parent with a live child stays");
+    FMT(p, "%s/cellblock-%ld-%llu", live_k, me, st);
+    rmdir(p);
+    FMT(p, "%s/cellblock-%ld-%llu", live_k, dead, st);
+    mkdir(p, 0755);
+    TAP_EQ_INT(cb_cgroup_remove_parent_dir(base, kname), 0,
+               "parent with only stale children removed");
+    TAP_OK(!is_dir(live_k), "the parent is gone");
+    TAP_EQ_INT(cb_cgroup_remove_parent_dir(base, kname), 0, "removing it again is fine");
+    FMT(p, "%s/cellblock-%ld-%llu", stale_k, me, st);
+    rmdir(p); /* that launcher ended */
+    FMT(p, "%s/cellblock-%ld-9", base, dead);
+    mkdir(p, 0755);
+    r = cb_cgroup_sweep_dir(base);
+    TAP_EQ_INT(r, 2, "second sweep: the dead kernel's parent and a new stale group, counted");
+    TAP_OK(!is_dir(stale_k), "the dead kernel's parent is gone once its launcher ended");
+
+    /* a stale group with members: cgroup.kill written, each member SIGKILLed */
+    char full[4096];
+    FMT(full, "%s/cellblock-%ld-5", base, dead2);
+    mkdir(full, 0755);
+    pid_t c = fork();
+    if (c == 0) {
+        pause();
+        _exit(0);
+    }
+    char v[32];
+    FMT(v, "%ld\n", (long) c);
+    put(full, "cgroup.procs", v);
+    put(full, "cgroup.kill", "");
+    r = cb_cgroup_sweep_dir(base);
+    int wst = 0;
+    waitpid(c, &wst, 0);
+    TAP_OK(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL, "member of a stale group SIGKILLed");
+    TAP_EQ_STR(get(full, "cgroup.kill"), "1", "stale v2 group: cgroup.kill written");
+    TAP_EQ_INT(r, -1, "a fake group with files cannot be removed: reported");
+}
+
+/* Our directory in the v1 pids hierarchy, or the unified one: where the
+ * real groups of this test go. */
+static int real_base(char *out, size_t len) {
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (f == NULL) return -1;
+    char line[1024];
+    int rc = -1;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL || strncmp(c1, ":pids:", 6) != 0) continue;
+        if (snprintf(out, len, "/sys/fs/cgroup/pids%s", strcmp(c2 + 1, "/") ? c2 + 1 : "") <
+            (int) len)
+            rc = 0;
+    }
+    fclose(f);
+    return rc;
+}
+
+/* On this machine: the kernel-side cleanup calls find and remove what a
+ * SIGKILLed launcher and kernel leave. */
+static void s_test_real_cleanup(const char *kname, const char *lname,
+                                const cb_cgroup_limits_t *lim) {
+    char why[512] = "", base[2048], p[4096];
+    if (real_base(base, sizeof base) < 0) {
+        TAP_SKIP("no v1 pids hierarchy: the real cleanup is checked on v1 only");
+        return;
+    }
+    cb_cgroup_t *cg = cb_cgroup_new_auto(kname, lname, lim, why, sizeof why);
+    TAP_OK(cg != NULL, "real: group again (%s)", why);
+    if (cg == NULL) return;
+    cb_cgroup_destroy(&cg);
+    FMT(p, "%s/%s", base, kname);
+    TAP_OK(!is_dir(p), "real: destroy removed the emptied parent too (%s)", p);
+    /* a launcher that makes its group and dies by SIGKILL, as the kernel
+     * sees it: reaped, its group left behind */
+    pid_t c = fork();
+    if (c == 0) {
+        char n[64], w[512];
+        if (cb_cgroup_launcher_name(getpid(), n, sizeof n) < 0 ||
+            cb_cgroup_new_auto(kname, n, lim, w, sizeof w) == NULL)
+            _exit(1);
+        raise(SIGKILL);
+        _exit(2);
+    }
+    int st = 0;
+    waitpid(c, &st, 0);
+    TAP_OK(WIFSIGNALED(st), "real: the 'launcher' made its group and was SIGKILLed");
+    TAP_OK(is_dir(p), "real: its parent group is left behind");
+    TAP_EQ_INT(cb_cgroup_cleanup_launcher(c), 0, "real: cleanup after the reaped launcher");
+    DIR *d = opendir(p);
+    int left = 0;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+        if (e->d_type == DT_DIR && strncmp(e->d_name, "cellblock-", 10) == 0) left++;
+    if (d) closedir(d);
+    TAP_EQ_INT(left, 0, "real: the killed launcher's group is gone");
+    TAP_EQ_INT(cb_cgroup_cleanup_kernel(), 0, "real: cleanup at kernel exit");
+    TAP_OK(!is_dir(p), "real: the kernel's parent group is gone");
+}
+
 int main(void) {
     char root[] = "/tmp/cb-test-cgroup-XXXXXX";
     if (mkdtemp(root) == NULL) return 1;
@@ -53,7 +283,7 @@ int main(void) {
                                   "cgroup.kill", "memory.events"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         put(box, files[i], "");
-    cb_cgroup_t *cg = cb_cgroup_new_v2(root, "box", &lim, why, sizeof why);
+    cb_cgroup_t *cg = cb_cgroup_new_v2(root, NULL, "box", &lim, why, sizeof why);
     TAP_OK(cg != NULL, "v2 group created (%s)", why);
     if (cg != NULL) {
         TAP_EQ_STR(get(box, "memory.max"), "268435456", "v2 memory.max");
@@ -81,7 +311,7 @@ int main(void) {
     FMT(ro, "%s/ro", root);
     mkdir(ro, 0555);
     if (geteuid() != 0) {
-        cg = cb_cgroup_new_v2(ro, "box", &lim, why, sizeof why);
+        cg = cb_cgroup_new_v2(ro, NULL, "box", &lim, why, sizeof why);
         TAP_OK(cg == NULL && strstr(why, "Delegate=yes"), "v2 undelegated refused: %s", why);
     } else {
         TAP_OK(1, "# root: W_OK always true, undelegated case checked as user");
@@ -95,7 +325,7 @@ int main(void) {
     FMT(sc, "%s/cgroup.subtree_control", nod);
     chmod(sc, 0444);
     if (geteuid() != 0) {
-        cg = cb_cgroup_new_v2(nod, "box", &lim, why, sizeof why);
+        cg = cb_cgroup_new_v2(nod, NULL, "box", &lim, why, sizeof why);
         TAP_OK(cg == NULL && strstr(why, "not enabled"), "v2 missing controller refused: %s", why);
     } else {
         TAP_OK(1, "# root bypasses file modes");
@@ -126,7 +356,7 @@ int main(void) {
     put(fg, "freezer.state", "THAWED");
     FMT(self, "%s/self", root);
     put(root, "self", "4:memory:/me\n8:pids:/me\n1:cpu,cpuacct:/me\n6:freezer:/me\n0::/\n");
-    cg = cb_cgroup_new_v1(v1, self, "g", &lim, why, sizeof why);
+    cg = cb_cgroup_new_v1(v1, self, NULL, "g", &lim, why, sizeof why);
     TAP_OK(cg != NULL, "v1 group created (%s)", why);
     if (cg != NULL) {
         TAP_EQ_STR(get(mg, "memory.limit_in_bytes"), "268435456", "v1 memory limit");
@@ -142,11 +372,18 @@ int main(void) {
     }
     put(root, "self2", "4:memory:/nowhere-else\n");
     FMT(self, "%s/self2", root);
-    cg = cb_cgroup_new_v1("/nonexistent-root", self, "g", &lim, why, sizeof why);
+    cg = cb_cgroup_new_v1("/nonexistent-root", self, NULL, "g", &lim, why, sizeof why);
     TAP_OK(cg == NULL && strstr(why, "not writable"), "v1 unusable: %s", why);
 
-    /* a real v1 group on this machine, when we may write it */
-    cg = cb_cgroup_new_auto("cellblock-unit-test", &lim, why, sizeof why);
+    s_test_v2_parent(root, &lim);
+    s_test_names();
+    s_test_sweep(root);
+
+    /* a real group on this machine, below a parent, when we may write it */
+    char kname[64], lname[64];
+    TAP_EQ_INT(cb_cgroup_kernel_name(getpid(), kname, sizeof kname), 0, "our parent name");
+    TAP_EQ_INT(cb_cgroup_launcher_name(getpid(), lname, sizeof lname), 0, "our group name");
+    cg = cb_cgroup_new_auto(kname, lname, &lim, why, sizeof why);
     if (cg == NULL) {
         TAP_SKIP("no writable cgroup on this machine (needs root or delegation)");
     } else {
@@ -161,6 +398,7 @@ int main(void) {
         waitpid(c, &st, 0);
         TAP_OK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "real: child died of SIGKILL");
         cb_cgroup_destroy(&cg);
+        s_test_real_cleanup(kname, lname, &lim);
     }
     chmod(sc, 0644);
     cb_workdir_remove(root);

@@ -65,6 +65,23 @@ static int t_userfaultfd(void) { return syscall(SYS_userfaultfd, 0) < 0 && errno
 static int t_perf(void) {
     return syscall(SYS_perf_event_open, 0, 0, 0, 0, 0) < 0 && errno == EPERM ? 0 : 1;
 }
+/* fanotify: no notebook workload needs it (and it would watch whole mounts) */
+static int t_fanotify(void) {
+    return syscall(SYS_fanotify_init, 0, 0) < 0 && errno == EPERM ? 0 : 1;
+}
+/* inotify stays: watchdog, watchfiles, tail -f use it; its per-user limit is
+ * per sandbox now that each sandbox has its own host uid */
+static int t_inotify(void) {
+    int fd = (int) syscall(SYS_inotify_init1, 0);
+    if (fd < 0) return 1;
+    int wd = (int) syscall(SYS_inotify_add_watch, fd, "/", 0x100);
+    close(fd);
+    return wd >= 0 ? 0 : 1;
+}
+static int t_chroot(void) { return syscall(SYS_chroot, "/") < 0 && errno == EPERM ? 0 : 1; }
+static int t_pivot(void) {
+    return syscall(SYS_pivot_root, "/", "/") < 0 && errno == EPERM ? 0 : 1;
+}
 static int t_netlink(void) { return socket(AF_NETLINK, SOCK_RAW, 0) < 0 && errno == EPERM ? 0 : 1; }
 static int t_packet(void) { return socket(AF_PACKET, SOCK_RAW, 0) < 0 && errno == EPERM ? 0 : 1; }
 static int t_inet(void) {
@@ -115,6 +132,10 @@ int main(void) {
         {"keyctl refused", t_keyctl},
         {"userfaultfd refused", t_userfaultfd},
         {"perf_event_open refused", t_perf},
+        {"fanotify_init refused", t_fanotify},
+        {"inotify allowed", t_inotify},
+        {"chroot refused (the chroot fallback relies on it)", t_chroot},
+        {"pivot_root refused", t_pivot},
         {"AF_NETLINK refused", t_netlink},
         {"AF_PACKET refused", t_packet},
         {"AF_INET6/AF_UNIX allowed", t_inet},

@@ -61,8 +61,12 @@ static void on_notice(void *ud, const char *t, bool late) {
     (void) ud, (void) t, (void) late, g.notices++;
 }
 
-static const cb_session_cbs_t cbs = {on_ready, on_stream, on_frame, NULL,
-                                     on_end,   on_gone,   on_notice};
+static const cb_session_cbs_t cbs = {.on_ready = on_ready,
+                                     .on_stream = on_stream,
+                                     .on_frame = on_frame,
+                                     .on_end = on_end,
+                                     .on_gone = on_gone,
+                                     .on_notice = on_notice};
 
 /* ---- the runner's side ------------------------------------------------------------- */
 
@@ -248,8 +252,7 @@ int main(void) {
     /* 4. death: the launcher reports the runner's exit and goes */
     const char *rep = "exit code=3 oom=0";
     if (send(g_rep, rep, strlen(rep), 0) < 0) perror("send");
-    kill(g_child, SIGKILL);
-    waitpid(g_child, NULL, __WALL | WNOHANG); /* not ours to reap: the session does */
+    kill(g_child, SIGKILL); /* not ours to reap: the session does */
     cb_session_quit(s);
     for (int i = 0; i < 100 && g.ends < 1; i++) {
         cb_session_reap(s);

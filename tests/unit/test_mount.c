@@ -1,0 +1,187 @@
+/* test_mount.c - the sandbox filesystem plan: the runner copy (bytes, NULs,
+ * mtimes, what is skipped, bounds), the /proc masks, and running a plan as
+ * root in a private mount namespace, also from a chroot whose root is no
+ * mount point (pivot_root's EINVAL, issue 9). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "isolate/mount.h"
+#include "launcher/workdir.h"
+#include "tap.h"
+
+#define FMT(b, ...)                                                                                \
+    do {                                                                                           \
+        if (snprintf(b, sizeof b, __VA_ARGS__) >= (int) sizeof b) abort();                         \
+    } while (0)
+
+static const char blob[] = {'p', 'y', 'c', 0, 1, 2, 0, 'x'}; /* NUL bytes inside */
+static const time_t MTIME = 1500000000;
+
+static void put(const char *dir, const char *name, const void *data, size_t len) {
+    char p[4096];
+    FMT(p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f == NULL) abort();
+    fwrite(data, 1, len, f);
+    fclose(f);
+    struct timeval tv[2] = {{MTIME, 0}, {MTIME, 0}};
+    utimes(p, tv);
+}
+
+static const cb_mount_op_t *find(const cb_mount_plan_t *p, cb_mount_kind_t k, const char *dst) {
+    for (size_t i = 0; i < p->n; i++)
+        if (p->ops[i].kind == k && strcmp(p->ops[i].dst, dst) == 0) return &p->ops[i];
+    return NULL;
+}
+
+/* A host dir like the runner's: files, a subdir, a hidden marker, a symlink. */
+static void make_src(const char *src) {
+    char d[4096];
+    put(src, "runner.py", "print(1)\n", 9);
+    put(src, ".compiled", "", 0);
+    FMT(d, "%s/__pycache__", src);
+    mkdir(d, 0755);
+    put(d, "runner.pyc", blob, sizeof blob);
+    FMT(d, "%s/a", src);
+    mkdir(d, 0755);
+    FMT(d, "%s/a/b", src);
+    mkdir(d, 0755);
+    FMT(d, "%s/a/b/c", src);
+    mkdir(d, 0755);
+    FMT(d, "%s/a/b", src);
+    put(d, "deep.txt", "deep", 4);
+    FMT(d, "%s/a/b/c", src);
+    put(d, "too-deep.txt", "no", 2);
+    char l[4096];
+    FMT(l, "%s/link.py", src);
+    (void) symlink("/etc/passwd", l);
+}
+
+static void test_copy_plan(const char *src) {
+    cb_mount_plan_t p;
+    cb_mount_plan_init(&p);
+    TAP_EQ_INT(cb_mount_plan_copy_dir(&p, src, "/opt/x"), 0, "copy plan built");
+    TAP_OK(p.n > 0 && p.ops[0].kind == CB_MNT_TMPFS && strcmp(p.ops[0].dst, "/newroot/opt/x") == 0,
+           "first a tmpfs at the target");
+    TAP_OK(p.n > 0 && strstr(p.ops[0].data, "size=") && strstr(p.ops[0].data, "nr_inodes="),
+           "tmpfs sized for its files: %s", p.n ? p.ops[0].data : "");
+    TAP_OK(p.n > 0 && p.ops[p.n - 1].kind == CB_MNT_RDONLY, "then read-only");
+    const cb_mount_op_t *pyc = find(&p, CB_MNT_BLOB, "/newroot/opt/x/__pycache__/runner.pyc");
+    TAP_OK(pyc && pyc->data_len == sizeof blob && memcmp(pyc->data, blob, sizeof blob) == 0,
+           "binary file copied byte for byte, NULs included");
+    TAP_OK(pyc && pyc->mtime.tv_sec == MTIME, "mtime kept (pyc validity)");
+    TAP_OK(find(&p, CB_MNT_BLOB, "/newroot/opt/x/runner.py") != NULL, "source copied");
+    TAP_OK(find(&p, CB_MNT_BLOB, "/newroot/opt/x/a/b/deep.txt") != NULL, "two levels down copied");
+    TAP_OK(find(&p, CB_MNT_BLOB, "/newroot/opt/x/a/b/c/too-deep.txt") == NULL,
+           "deeper than CB_SANDBOX_COPY_DEPTH skipped");
+    TAP_OK(find(&p, CB_MNT_BLOB, "/newroot/opt/x/.compiled") == NULL, "hidden entries skipped");
+    TAP_OK(find(&p, CB_MNT_BLOB, "/newroot/opt/x/link.py") == NULL, "symlinks never followed");
+    cb_mount_plan_fini(&p);
+
+    /* bounds: more files than CB_SANDBOX_COPY_FILES_MAX */
+    char many[4096], n[64];
+    FMT(many, "%s/../many", src); /* beside the runner dir, not in it */
+    mkdir(many, 0755);
+    for (int i = 0; i <= CB_SANDBOX_COPY_FILES_MAX; i++) {
+        FMT(n, "f%d", i);
+        put(many, n, "x", 1);
+    }
+    cb_mount_plan_init(&p);
+    errno = 0;
+    TAP_EQ_INT(cb_mount_plan_copy_dir(&p, many, "/opt/y"), -1, "too many files refused");
+    TAP_EQ_INT(errno, E2BIG, "with E2BIG");
+    cb_mount_plan_fini(&p);
+}
+
+static void test_mask_plan(void) {
+    cb_mount_plan_t p;
+    cb_mount_plan_init(&p);
+    TAP_EQ_INT(cb_mount_plan_proc_masks(&p, "/proc"), 0, "mask plan built");
+    const cb_mount_op_t *c = find(&p, CB_MNT_MASK, "/newroot/proc/cmdline");
+    TAP_OK(c && strcmp(c->src, "/newroot/dev/null") == 0, "cmdline masked with the sandbox's null");
+    TAP_OK(find(&p, CB_MNT_MASK, "/newroot/proc/kallsyms") && find(&p, CB_MNT_MASK, "/newroot/proc/kcore") &&
+               find(&p, CB_MNT_MASK, "/newroot/proc/sched_debug") &&
+               find(&p, CB_MNT_MASK, "/newroot/proc/sysrq-trigger"),
+           "runc's maskedPaths and the issue's list are there");
+    TAP_OK(find(&p, CB_MNT_RO_SELF, "/newroot/proc/sys") != NULL, "/proc/sys read-only");
+    cb_mount_plan_fini(&p);
+}
+
+/* Runs a small plan in a child (root, new mount namespace); optionally
+ * chrooted first into a plain directory.  The child checks the result and
+ * exits with a bitmask of failures. */
+static int run_plan(const char *src, const char *chroot_dir) {
+    cb_mount_plan_t p;
+    cb_mount_plan_init(&p);
+    int ok = cb_mount_plan_copy_dir(&p, src, "/opt/x") == 0 &&
+             cb_mount_plan_file(&p, "/etc/hostname", "box\n", 0644) == 0;
+    if (chroot_dir == NULL)
+        ok = ok && cb_mount_plan_tmpfs(&p, "/dev", "mode=0755,size=64k") == 0 &&
+             cb_mount_plan_dev(&p, "null") == 0 && cb_mount_plan_proc(&p, "/proc") == 0 &&
+             cb_mount_plan_proc_masks(&p, "/proc") == 0;
+    if (!ok) return 0x80;
+    pid_t c = fork();
+    if (c == 0) {
+        if (chroot_dir != NULL && (chroot(chroot_dir) < 0 || chdir("/") < 0)) _exit(0x40);
+        if (unshare(CLONE_NEWNS | (chroot_dir ? 0 : CLONE_NEWPID)) < 0) _exit(0x41);
+        if (chroot_dir != NULL) snprintf(p.stage, sizeof p.stage, "/stage");
+        int failed = -1;
+        if (cb_mount_run(&p, &failed) < 0) _exit(0x20 | (failed & 0xf));
+        int bad = 0;
+        struct stat st;
+        if (stat("/opt/x/__pycache__/runner.pyc", &st) < 0 || st.st_size != (off_t) sizeof blob ||
+            st.st_mtime != MTIME)
+            bad |= 1;
+        if (open("/opt/x/new", O_WRONLY | O_CREAT, 0644) >= 0 || errno != EROFS) bad |= 2;
+        if (access("/opt/x/link.py", F_OK) == 0) bad |= 4;
+        if (chroot_dir == NULL) {
+            char buf[64];
+            int fd = open("/proc/cmdline", O_RDONLY);
+            if (fd < 0 || read(fd, buf, sizeof buf) != 0) bad |= 8;
+            struct statvfs sv;
+            if (statvfs("/proc/sys", &sv) < 0 || !(sv.f_flag & ST_RDONLY)) bad |= 16;
+        } else if (access("/secret", F_OK) == 0) {
+            bad |= 8; /* the chroot's own files stay out */
+        }
+        _exit(bad);
+    }
+    int st = 0;
+    waitpid(c, &st, 0);
+    cb_mount_plan_fini(&p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 0xff;
+}
+
+int main(void) {
+    char root[] = "/tmp/cb-test-mount-XXXXXX";
+    if (mkdtemp(root) == NULL) return 1;
+    char src[4096];
+    FMT(src, "%s/src", root);
+    mkdir(src, 0755);
+    make_src(src);
+    test_copy_plan(src);
+    test_mask_plan();
+    if (geteuid() != 0) {
+        TAP_SKIP("running a plan needs root (mount namespaces)");
+    } else {
+        TAP_EQ_INT(run_plan(src, NULL), 0, "plan runs: runner copy read-only, mtimes, /proc masked");
+        /* a chroot into a plain directory, as build chroots are */
+        char ch[4096], d[4096];
+        FMT(ch, "%s/chroot", root);
+        mkdir(ch, 0755);
+        FMT(d, "%s/stage", ch);
+        mkdir(d, 0755);
+        put(ch, "secret", "s", 1);
+        TAP_EQ_INT(run_plan(src, ch), 0, "plan runs in a chroot whose root is no mount point");
+    }
+    cb_workdir_remove(root);
+    TAP_DONE();
+}
