@@ -147,13 +147,14 @@ pytest: all frontend-deps
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	$(TEST_PYTHON) -m pytest -q -p no:cacheprovider tests $(PYTEST_ARGS)
 
-test: unit pytest
+test: unit fuzz-smoke pytest
 
 demo: all
 	$(TEST_PYTHON) examples/demo.py
 
 bench: all
 	$(TEST_PYTHON) bench/bench.py
+	$(TEST_PYTHON) bench/ipython.py
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/cellblock \
@@ -170,6 +171,18 @@ install: all
 	cp kernelspec/logo-* $(DESTDIR)$(PREFIX)/share/jupyter/kernels/cellblock/ 2>/dev/null || true
 	install -d $(DESTDIR)$(PYTHON_SITE)/cellblock
 	install -m 644 client/cellblock/*.py $(DESTDIR)$(PYTHON_SITE)/cellblock/
+
+# Deployment paths (container image, podman kube play, JupyterHub, Node.js
+# agent), as their users run them; needs root and minutes: not part of `make test`.
+.PHONY: deploy-check bench-density
+deploy-check: all
+	TEST_PYTHON=$(TEST_PYTHON) CELLBLOCK_BUILD=$(abspath $(BUILD)) sh deploy/check.sh
+
+# N idle kernels (PSS, responsiveness) and kernels started at once, beside
+# ipykernel; writes the density section of bench/RESULTS.md.  200 ipykernels
+# take ~11 GiB: once measured they are kept (build/density.json, --keep).
+bench-density: all
+	$(TEST_PYTHON) bench/density.py --keep --write bench/RESULTS.md
 
 indent:
 	clang-format -i $(wildcard */*.c */*.h tests/unit/*.c tests/unit/*.h)
@@ -206,3 +219,110 @@ install-proxy: all
 
 -include $(PROXY_OBJ:.o=.d) $(BUILD)/obj/proxy/main.d
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/kernel/main.d $(BUILD)/obj/launcher/main.d
+
+# ---- isolation tiers (--isolation gvisor|microvm; docs/SECURITY.md) -------------
+# cellblock-init is pid 1 under gVisor and /init of the micro-VM: static, never
+# sanitized (it runs where no sanitizer runtime exists).  The micro-VM's guest
+# kernel and initramfs are extracted once here, from the installed Debian kernel
+# (scripts/vmimage.sh); without one the microvm tier fails closed at start.
+TIER_INIT    := $(BUILD)/libexec/cellblock/cellblock-init
+VM_DIR       := $(BUILD)/share/cellblock/vm
+TIER_CFLAGS  := -std=gnu11 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat=2 \
+                -Wformat-nonliteral -Wshadow -Wvla -iquote isolate -iquote launcher
+TIERS_PYTEST ?= tests/integration/test_tiers.py tests/integration/test_tiers_microvm.py
+
+.PHONY: vm-image test-tiers
+all: $(TIER_INIT) vm-image
+
+$(TIER_INIT): vm/init.c launcher/tier_limits.h isolate/sandbox_limits.h isolate/limits.h $(DEPS_OK)
+	@mkdir -p $(@D)
+	@echo "  CC      $< (static)"
+	@$(CC) $(TIER_CFLAGS) -static -o $@ vm/init.c
+
+vm-image: $(TIER_INIT)
+	@sh scripts/vmimage.sh $(VM_DIR) $(TIER_INIT)
+
+# `make install` also installs cellblock-init and, when built, the guest image.
+.PHONY: install-tiers
+install: install-tiers
+install-tiers: all
+	install -d $(DESTDIR)$(PREFIX)/libexec/cellblock
+	install -m 755 $(TIER_INIT) $(DESTDIR)$(PREFIX)/libexec/cellblock/
+	if [ -f $(VM_DIR)/vmlinuz ]; then \
+	    install -d $(DESTDIR)$(PREFIX)/share/cellblock/vm && \
+	    install -m 644 $(VM_DIR)/vmlinuz $(VM_DIR)/initrd.img $(VM_DIR)/release \
+	        $(DESTDIR)$(PREFIX)/share/cellblock/vm/; fi
+
+# The tiers' longer runs (about 6 minutes here): the output and security suites
+# under gVisor, the output suite in the micro-VM (TCG), and the slower micro-VM
+# tests.  `make test` keeps test_tiers*.py (about 1 minute).
+test-tiers: all
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) CB_TEST_KERNEL_ARGS="--isolation gvisor" \
+	$(TEST_PYTHON) -m pytest -q -p no:cacheprovider tests/integration/test_outputs.py tests/security $(PYTEST_ARGS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) CB_TEST_KERNEL_ARGS="--isolation microvm" \
+	$(TEST_PYTHON) -m pytest -q -p no:cacheprovider tests/integration/test_outputs.py $(PYTEST_ARGS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) CB_TIERS_FULL=1 \
+	$(TEST_PYTHON) -m pytest -q -p no:cacheprovider $(TIERS_PYTEST) $(PYTEST_ARGS)
+
+# ---- fuzzing: libFuzzer harnesses in fuzz/ (issue 10) ------------------------
+# Built with clang (Debian's clang-14 + libclang-rt-14-dev, installed by
+# scripts/deps.sh) into their own tree, never mixed with the gcc build: the
+# library sources again with coverage (fuzzer-no-link) and ASan+UBSan, one
+# binary per harness.  LeakSanitizer is on in every run: a leak is a finding.
+#   make fuzz          each harness for FUZZ_SECONDS (600) on its corpus
+#   make fuzz-smoke    replay every saved input (fuzz/corpus/<t>/), then
+#                      FUZZ_SMOKE_SECONDS (4) of fuzzing each; part of `make test`
+#   make fuzz-merge    inputs of the long runs that add coverage -> fuzz/corpus/
+#   FUZZ_TARGETS="wire frame" narrows any of them to some harnesses.
+FUZZ_CC            ?= $(shell command -v clang-14 || command -v clang || echo clang-14)
+FUZZ_BUILD         ?= build-fuzz
+FUZZ_SECONDS       ?= 600
+FUZZ_SMOKE_SECONDS ?= 4
+FUZZ_TARGETS       ?= wire conn frame artifacts dispatch
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# (-Wno-missing-field-initializers: clang flags libseccomp's own SCMP_A0() macro)
+FUZZ_CFLAGS := $(filter-out -O% -fsanitize=%,$(CFLAGS_BASE)) -O1 $(FUZZ_SAN) \
+               -Wno-missing-field-initializers
+FUZZ_LIBS   := $(foreach l,kernel launcher artifacts isolate,$(FUZZ_BUILD)/lib/libcb_$(l).a)
+FUZZ_BINS    = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+.PHONY: fuzz fuzz-smoke fuzz-merge fuzz-build
+fuzz-build: $(FUZZ_BINS)
+
+$(FUZZ_BUILD)/obj/%.o: %.c $(DEPS_OK)
+	@mkdir -p $(@D)
+	@echo "  FUZZCC  $<"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/lib/libcb_isolate.a: $(ISOLATE_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+$(FUZZ_BUILD)/lib/libcb_artifacts.a: $(ARTIFACTS_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+$(FUZZ_BUILD)/lib/libcb_launcher.a: $(LAUNCHER_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+$(FUZZ_BUILD)/lib/libcb_kernel.a: $(KERNEL_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+$(FUZZ_BUILD)/lib/%.a:
+	@mkdir -p $(@D)
+	@rm -f $@
+	@ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/common.h $(FUZZ_LIBS)
+	@echo "  FUZZLD  $@"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -MMD -MP -o $@ $< \
+	    $(FUZZ_LIBS) $(PKG_LIBS)
+
+fuzz: $(FUZZ_BINS)
+	@sh fuzz/run.sh long $(FUZZ_SECONDS) $(FUZZ_BUILD) $(FUZZ_TARGETS)
+
+fuzz-smoke: $(FUZZ_BINS)
+	@sh fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS) $(FUZZ_BUILD) $(FUZZ_TARGETS)
+
+fuzz-merge: $(FUZZ_BINS)
+	@sh fuzz/run.sh merge 0 $(FUZZ_BUILD) $(FUZZ_TARGETS)
+
+-include $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.d) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%.d)
+
+# ---- bench: the kernel under a hostile runner (issue 10) -------------------
+# RSS and CPU of the kernel process during an output flood, an amplification
+# and an ack flood, beside the stock ipykernel's; `make bench` runs it too.
+.PHONY: bench-hostile
+bench: bench-hostile
+bench-hostile: all
+	$(TEST_PYTHON) bench/hostile.py

@@ -41,6 +41,7 @@ typedef struct {
     char *path;                             /* raw relative path (owned) */
     struct stat st;                         /* lstat when last examined (zeroed if none) */
     bool sent;                              /* published; sha is of the bytes sent */
+    bool baseline;                          /* there at the start, untouched since */
     uint8_t sha[CB_ARTIFACTS_SHA256_BYTES]; /* valid when sent */
 } s_seen_t;
 
@@ -48,6 +49,8 @@ struct cb_artifacts {
     cb_artifacts_limits_t limits; /* clamped copy of the caller's limits */
     s_seen_t *seen;               /* what the last collect saw, sorted by path */
     size_t n_seen;                /* entries in seen */
+    bool baseline_truncated;      /* the baseline scan stopped at max_entries */
+    bool scan_noticed;            /* ... and a collect has said so once */
     cb_artifacts_hook_fn hook;    /* test hook, or NULL */
     void *hook_arg;               /* its argument */
 };
@@ -148,6 +151,7 @@ void cb_artifacts_reset(cb_artifacts_t *self) {
     s_seen_free(self->seen, self->n_seen);
     self->seen = NULL;
     self->n_seen = 0;
+    self->baseline_truncated = self->scan_noticed = false;
 }
 
 void cb_artifacts_destroy(cb_artifacts_t **self_p) {
@@ -531,8 +535,15 @@ static int s_file(s_collect_t *c, const cb_artifacts_fs_item_t *it, const s_seen
     const cb_artifacts_limits_t *lim = &c->self->limits;
     cb_artifacts_kind_t kind = cb_artifacts_mime_from_name(it->path, lim->mode, lim->binary);
     if (kind == CB_ARTIFACTS_KIND_NONE) return 0; /* not a type we collect: no state either */
-    if (old && s_same_key(&old->st, &it->st))
-        return s_record(c, it->path, &it->st, old->sent, old->sha); /* unchanged */
+    /* unchanged; or a baseline file copied up or chmod'ed with the same
+     * size and mtime: still the host's file */
+    if (old &&
+        (s_same_key(&old->st, &it->st) || (old->baseline && old->st.st_size == it->st.st_size &&
+                                           s_same_time(&old->st.st_mtim, &it->st.st_mtim)))) {
+        if (s_record(c, it->path, &it->st, old->sent, old->sha) < 0) return -1;
+        c->next[c->n_next - 1].baseline = old->baseline;
+        return 0;
+    }
 
     char why[CB_ARTIFACTS_LINE_MAX], a[CB_ARTIFACTS_SIZE_STR], b[CB_ARTIFACTS_SIZE_STR];
     uint64_t size = (uint64_t) it->st.st_size;
@@ -650,6 +661,39 @@ static int s_other(s_collect_t *c, const cb_artifacts_fs_item_t *it, const s_see
     return s_skip_record(c, it, reason, why);
 }
 
+/* ---- baseline ---------------------------------------------------------- */
+
+int cb_artifacts_baseline(cb_artifacts_t *self, int dirfd) {
+    cb_artifacts_reset(self);
+    const cb_artifacts_limits_t *lim = &self->limits;
+    if (lim->mode == CB_ARTIFACTS_NONE) return 0;
+    cb_autofd int rootfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0) {
+        PLOG_E("openat(%d, \".\", O_RDONLY|O_DIRECTORY)", dirfd);
+        return -1;
+    }
+    cb_artifacts_fs_walk_t w;
+    s_collect_t c = {.self = self};
+    int rc = cb_artifacts_fs_walk(rootfd, lim->max_depth, lim->max_entries, &w);
+    for (size_t i = 0; rc == 0 && i < w.n; i++) {
+        rc = s_record(&c, w.items[i].path, &w.items[i].st, false, NULL);
+        if (rc == 0) c.next[c.n_next - 1].baseline = true;
+    }
+    if (rc < 0) {
+        LOG_E("artifacts: baseline scan failed");
+        cb_artifacts_fs_walk_free(&w);
+        s_seen_free(c.next, c.n_next);
+        return -1;
+    }
+    self->seen = c.next; /* sorted: the walk's items are */
+    self->n_seen = c.n_next;
+    self->baseline_truncated = w.truncated;
+    LOG_I("artifacts: baseline of %zu entries%s", c.n_next,
+          w.truncated ? " (scan stopped at the entry limit)" : "");
+    cb_artifacts_fs_walk_free(&w);
+    return 0;
+}
+
 /* ---- collect ----------------------------------------------------------- */
 
 json_t *cb_artifacts_collect(cb_artifacts_t *self, int dirfd, json_t **summary_out) {
@@ -699,7 +743,9 @@ json_t *cb_artifacts_collect_each(cb_artifacts_t *self, int dirfd, cb_artifacts_
         const s_seen_t *old = s_find(self, it->path);
         rc = it->what == CB_ARTIFACTS_FS_FILE ? s_file(&c, it, old) : s_other(&c, it, old);
     }
-    if (rc == 0 && w.truncated) {
+    /* after a truncated baseline (a large notebook folder) it is said once */
+    if (rc == 0 && w.truncated && !(self->baseline_truncated && self->scan_noticed)) {
+        self->scan_noticed = true;
         char why[CB_ARTIFACTS_LINE_MAX];
         s_line(why,
                "the scan stopped after %zu directory entries (the limit); files beyond were not "

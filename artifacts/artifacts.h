@@ -49,6 +49,20 @@ cb_artifacts_t *cb_artifacts_new(const cb_artifacts_limits_t *limits);
 void cb_artifacts_destroy(cb_artifacts_t **self_p);
 /* Forgets every file seen so far (a new sandbox starts empty). */
 void cb_artifacts_reset(cb_artifacts_t *self);
+/*
+ * Forgets what was seen, then scans dirfd (borrowed, as for collect) and
+ * takes everything found as the baseline: nothing is read, and what is there
+ * now is never returned unless a cell changes it.  Called when a sandbox's
+ * working directory is known and no cell has run yet: with --workdir-source
+ * the host folder's files are the baseline, not artifacts.  A baseline file
+ * whose size and mtime are unchanged counts as unchanged even if its inode
+ * or ctime moved (an overlay copies a file up on a chmod or an open for
+ * writing).  The scan has collect's bounds; when it stops at max_entries,
+ * that is said once, by the first collect, not after every cell.
+ * 0 ok, -1 out of memory or an unreadable dirfd (logged; the state is then
+ * empty, as after reset).
+ */
+int cb_artifacts_baseline(cb_artifacts_t *self, int dirfd);
 
 /*
  * Scans dirfd (borrowed; may be an O_PATH|O_DIRECTORY fd) and returns a NEW

@@ -570,6 +570,10 @@ cb_cgroup_owner_t cb_cgroup_owner(const char *name) {
 static void s_empty_stale(const char *dir) {
     (void) cb_cgroup_write(dir, "cgroup.kill", "1");
     for (int round = 0; round < CB_CGROUP_STALE_KILL_ROUNDS; round++) {
+        /* a launcher killed between FROZEN and THAWED leaves its sandbox
+         * frozen, and frozen tasks cannot act on SIGKILL: thaw first (only
+         * the freezer hierarchy has the file; elsewhere this fails quietly) */
+        (void) cb_cgroup_write(dir, "freezer.state", "THAWED");
         if (s_kill_listed(dir) == 0) return;
         usleep(CB_CGROUP_FREEZE_WAIT_US);
     }

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "overlay.h"
 #include "util.h"
 
 #ifndef MOUNT_ATTR_RDONLY
@@ -65,6 +66,7 @@ void cb_mount_plan_fini(cb_mount_plan_t *p) {
         free(p->ops[i].src);
         free(p->ops[i].dst);
         free(p->ops[i].data);
+        if (p->ops[i].kind == CB_MNT_OVERLAY && p->ops[i].fd >= 0) close(p->ops[i].fd);
     }
     p->n = 0;
 }
@@ -88,6 +90,12 @@ static cb_mount_op_t *s_op(cb_mount_plan_t *p, cb_mount_kind_t kind, const char 
         return NULL;
     }
     p->n++;
+    return op;
+}
+
+cb_mount_op_t *cb_mount_plan_add(cb_mount_plan_t *p, cb_mount_kind_t kind, const char *sandbox) {
+    cb_mount_op_t *op = s_op(p, kind, sandbox);
+    if (op != NULL) op->fd = -1;
     return op;
 }
 
@@ -462,6 +470,9 @@ static int s_run_op(const cb_mount_op_t *op) {
     case CB_MNT_MASK: return s_mask(op);
     case CB_MNT_RO_SELF: return s_ro_self(op);
     case CB_MNT_BLOB: return s_write_blob(op);
+    case CB_MNT_OVERLAY:
+        if (s_mkdir_p(op->dst, false, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
+        return cb_overlay_run(op);
     }
     errno = EINVAL;
     return -1;

@@ -28,6 +28,7 @@ typedef enum {
     CB_MNT_MASK,     /* hide dst: /dev/null over a file, an empty read-only tmpfs over a dir */
     CB_MNT_RO_SELF,  /* bind dst onto itself, read-only (a subtree of /proc) */
     CB_MNT_BLOB,     /* regular file dst with data_len bytes of data, mode and mtime */
+    CB_MNT_OVERLAY,  /* a host folder overlaid at dst (isolate/overlay.h) */
 } cb_mount_kind_t;
 
 typedef struct {
@@ -39,6 +40,9 @@ typedef struct {
     bool src_is_dir;      /* BIND_*: the source is a directory */
     size_t data_len;      /* BLOB: bytes of data */
     struct timespec mtime; /* BLOB: modification time kept from the host (pyc checks it) */
+    int fd;                /* OVERLAY: detached mount of the lower (owned), or -1: bind src */
+    uid_t uid;             /* OVERLAY: owner of the upper (the sandbox's id inside) */
+    gid_t gid;             /* OVERLAY: its group */
 } cb_mount_op_t;
 
 typedef struct {
@@ -49,6 +53,9 @@ typedef struct {
 
 /* Plan building (launcher side; these allocate and may log). */
 void cb_mount_plan_init(cb_mount_plan_t *p);
+/* A new zeroed op of kind at sandbox path (fd -1), for planners in other
+ * files (overlay.c).  NULL with errno (ENOSPC: the plan is full). */
+cb_mount_op_t *cb_mount_plan_add(cb_mount_plan_t *p, cb_mount_kind_t kind, const char *sandbox);
 void cb_mount_plan_fini(cb_mount_plan_t *p);
 /* Bind host path (resolved with realpath) at sandbox path, read-only.
  * Symlinked host paths (merged /usr: /lib -> usr/lib) become symlinks in

@@ -31,6 +31,8 @@
 #define CB_RUNNER_ARGC_MAX  8                              /* python -I -u FILE NULL */
 #define CB_ENV_MAX          24                             /* entries of the runner's env */
 #define CB_ENV_ENTRY_MAX    512                            /* bytes of one env entry */
+#define CB_ENV_NAME_MAX     128                            /* --env: bytes of a NAME */
+#define CB_ENV_PARENT_MAX   (2u << 20)                     /* --env NAME: environ bytes read */
 #define CB_REPORT_PUMP_MAX  256                            /* log datagrams relayed per pump */
 #define CB_REAP_LOOP_MAX    4096                           /* waitpid(WNOHANG) per SIGCHLD */
 #define CB_WORKDIR_TEMPLATE "/tmp/cellblock-XXXXXX"        /* --sandbox none workdir */
@@ -39,6 +41,7 @@
 #define CB_SANDBOX_LANG     "C.UTF-8"                      /* LANG and LC_ALL */
 #define CB_SANDBOX_USER     "user"                         /* USER and passwd name */
 #define CB_SANDBOX_HOSTNAME "cellblock"                    /* uts ns hostname */
+#define CB_SANDBOX_IPYTHONDIR "/tmp/.ipython"              /* IPython's profile dir */
 
 /* ---- per-sandbox host ids (isolate/idpool.h) -------------------------- */
 /* Default range: 0x70000000, the first id above systemd's container range
@@ -69,6 +72,13 @@
 #define CB_SANDBOX_DEV_TMPFS_KB  64                      /* /dev */
 #define CB_SANDBOX_SHM_MB_MAX    256                     /* /dev/shm never above this */
 #define CB_SANDBOX_MKDIR_MODE    0755                    /* mountpoints we create */
+
+/* ---- --workdir-source: the notebook folder overlay (isolate/overlay.h) -- */
+#define CB_OVERLAY_SCAN_MAX   50000       /* entries of the folder examined at start */
+#define CB_OVERLAY_DEPTH_MAX  32          /* directory levels below the folder walked */
+#define CB_OVERLAY_DIRENT_BUF 4096        /* getdents64 buffer per level of the walk */
+#define CB_OVERLAY_UPPER_FS   "ovl-upper" /* staging: the tmpfs of upper and work */
+#define CB_OVERLAY_LOWER      "ovl-lower" /* staging: the read-only folder */
 
 /* ---- cgroups ----------------------------------------------------------- */
 #define CB_CGROUP_ROOT            "/sys/fs/cgroup" /* where controllers are mounted */

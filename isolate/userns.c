@@ -133,8 +133,9 @@ void cb_userns_diagnose(int err, char *buf, size_t len) {
         (void) snprintf(buf, len,
                         "creating namespaces was refused (EPERM): inside a container the "
                         "runtime's seccomp profile or missing capabilities forbid it; run the "
-                        "container with --security-opt seccomp=unconfined --security-opt "
-                        "apparmor=unconfined (Docker/Podman) or grant user namespaces");
+                        "container with the project's profile (--security-opt "
+                        "seccomp=deploy/container/seccomp.json, see docs/DEPLOY.md) and "
+                        "user namespaces allowed");
     } else if (err == ENOSPC || err == EUSERS) {
         (void) snprintf(buf, len,
                         "the namespace limit is reached (%s); raise user.max_user_namespaces "

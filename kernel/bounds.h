@@ -53,6 +53,8 @@
 #define CB_STREAM_FLUSH_MS    20           /* coalesce stdout/stderr this long */
 #define CB_STREAM_FLUSH_BYTES (256u << 10) /* ... or this many bytes */
 #define CB_STREAM_FIRST_MS    5            /* first bytes after a quiet period wait this long */
+#define CB_PIPE_READ_ROUNDS   8            /* chunks read per wake-up */
+#define CB_PIPE_DRAIN_ROUNDS  17           /* before a frame: a full pipe (1 MiB max) + 1 */
 
 /* ---- what one session's sandbox may cost the kernel ------------------------------ */
 #define CB_SESSION_FRAME_RATE    5000         /* frames per second */

@@ -55,6 +55,7 @@ typedef struct cb_kernel {
     bool shell_read;                  /* shell is registered on the loop */
     pid_t parent_pid;                 /* JPY_PARENT_PID or our parent at start */
     bool exiting;                     /* leave the loop */
+    bool exit_after_reply;            /* a cell called exit(): shut down after its reply */
     /* iopub congestion */
     bool congested;          /* ZMQ holds too much of iopub: the sandbox is paused */
     int64_t congested_since; /* when it started, for the stall rule */
@@ -106,6 +107,8 @@ void cb_server_publish_output(cb_kernel_t *k, const char *msg_type, const json_t
 void cb_server_publish_buffers(cb_kernel_t *k, const char *msg_type, const json_t *parent,
                                json_t *metadata, json_t *content, const cb_wire_buf_t *buffers,
                                size_t n_buffers);
+/* Ends the kernel from inside a handler: the loop stops at its next turn. */
+void cb_server_stop(cb_kernel_t *k);
 /* Reads shell only when no request is in flight and iopub is not congested. */
 void cb_server_sync_shell(cb_kernel_t *k);
 /* Receives one verified message: 1 got one, 0 none waiting, -1 dropped.

@@ -79,15 +79,21 @@ json_t *cb_dispatch_kernel_info(cb_kernel_t *k) {
     snprintf(banner, sizeof banner,
              "Python %s (cellblock %s: a sandboxed Jupyter kernel)\n%sSandbox: %s%s%.500s\n", ver,
              CB_VERSION, shell_line, iso, fatal[0] ? "\nLast sandbox failure: " : "", fatal);
-    return json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i}, s:s}, s:s, "
-                     "s:[{s:s, s:s}], s:[], s:b}",
-                     "status", "ok", "protocol_version", "5.3", "implementation", "cellblock",
-                     "implementation_version", CB_VERSION, "language_info", "name", "python",
-                     "version", ver, "mimetype", "text/x-python", "file_extension", ".py",
-                     "pygments_lexer", "ipython3", "codemirror_mode", "name", "ipython", "version",
-                     3, "nbconvert_exporter", "python", "banner", banner, "help_links", "text",
-                     "Python Reference", "url", url, "supported_features", "debugger", 0);
+    /* Cells run through IPython's own shell when the sandbox has it: say so
+     * as ipykernel does, so clients comparing IPython versions can. */
+    bool ipy = strcmp(shell, "ipython") == 0 && sv[0];
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i}, s:s}, "
+                     "s:s, s:[{s:s, s:s}], s:[], s:b}",
+                     "status", "ok", "protocol_version", "5.3", "implementation",
+                     ipy ? "ipython" : "cellblock", "implementation_version",
+                     ipy ? sv : CB_VERSION, "cellblock_version", CB_VERSION, "language_info",
+                     "name", "python", "version", ver, "mimetype", "text/x-python",
+                     "file_extension", ".py", "pygments_lexer", "ipython3", "codemirror_mode",
+                     "name", "ipython", "version", 3, "nbconvert_exporter", "python", "banner",
+                     banner, "help_links", "text", "Python Reference", "url", url,
+                     "supported_features", "debugger", 0);
 }
+
 
 static void s_kernel_info(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) abort;
@@ -267,16 +273,18 @@ static void s_execute(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) 
     if (!k->ex_silent)
         cb_server_publish(k, "execute_input", m->header,
                           json_pack("{s:O, s:i}", "code", code, "execution_count", k->ex_shown));
-    if (k->ex_store) {
+    /* as IPython: a cell of only white space does not take a number */
+    const char *src = json_string_value(code);
+    if (k->ex_store && src[strspn(src, " \t\r\n\f\v")] != '\0') {
         k->exec_count++;
-        cb_history_add(k->history, k->exec_count, json_string_value(code));
+        cb_history_add(k->history, k->exec_count, src);
     }
     json_decref(k->last_parent);
     k->last_parent = json_incref(m->header);
-    json_t *f = json_pack("{s:s, s:O, s:b, s:b, s:O, s:b, s:i}", "type", "execute", "code", code,
+    json_t *f = json_pack("{s:s, s:O, s:b, s:b, s:o, s:b, s:i}", "type", "execute", "code", code,
                           "silent", k->ex_silent, "store_history", k->ex_store, "user_expressions",
-                          ue ? ue : json_object(), "allow_stdin", k->ex_stdin, "execution_count",
-                          k->ex_shown);
+                          ue ? json_incref(ue) : json_object(), "allow_stdin", k->ex_stdin,
+                          "execution_count", k->ex_shown);
     s_to_session(k, m, CB_REQ_EXECUTE, f);
 }
 

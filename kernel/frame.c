@@ -319,14 +319,61 @@ static int s_check(cb_rframe_t *f, char *why, size_t why_len) {
     }
 }
 
+/* t[j..]: past JSON whitespace. */
+static size_t s_skip_ws(const char *t, size_t len, size_t j) {
+    while (j < len && (t[j] == ' ' || t[j] == '\t' || t[j] == '\r' || t[j] == '\n'))
+        j++;
+    return j;
+}
+
+/* The row named by a frame too complex to parse, from a plain top-level
+ * "type": "<name>" member found by the same scan as cb_json_measure's
+ * (escaped names are not looked at): CB_RF_COUNT when there is none.  Only
+ * used to ack a refused ordered frame, which its runner waits for. */
+static size_t s_peek_type(const char *t, size_t len) {
+    static const char key[] = "\"type\"";
+    const size_t klen = sizeof key - 1;
+    size_t d = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = t[i];
+        if (c == '{' || c == '[') {
+            d++;
+        } else if (c == '}' || c == ']') {
+            if (d > 0) d--;
+        } else if (c == '"') {
+            if (d == 1 && t[0] == '{' && len - i > klen && memcmp(t + i, key, klen) == 0) {
+                size_t j = s_skip_ws(t, len, i + klen);
+                j = j < len && t[j] == ':' ? s_skip_ws(t, len, j + 1) : len;
+                const char *name = j < len && t[j] == '"' ? t + j + 1 : NULL;
+                const char *end = name ? memchr(name, '"', len - j - 1) : NULL;
+                for (size_t r = 0; end && r < CB_RF_COUNT; r++)
+                    if ((size_t) (end - name) == strlen(s_rows[r].name) &&
+                        memcmp(name, s_rows[r].name, (size_t) (end - name)) == 0)
+                        return r;
+            }
+            for (i++; i < len && t[i] != '"'; i++) /* past the string */
+                if (t[i] == '\\') i++;
+        }
+    }
+    return CB_RF_COUNT;
+}
+
+/* A refused frame: holds nothing, keeps the type it named (or CB_RF_COUNT). */
+static int s_refuse(cb_rframe_t *out, size_t t) {
+    cb_rframe_clear(out);
+    out->type = (cb_rframe_type_t) t;
+    return -1;
+}
+
 int cb_rframe_parse(const uint8_t *body, size_t len, cb_rframe_t *out, char *why, size_t why_len) {
     memset(out, 0, sizeof *out);
+    out->type = CB_RF_COUNT;
     size_t nodes, depth;
     cb_json_measure((const char *) body, len, &nodes, &depth);
     if (depth > CB_JSON_DEPTH_MAX || nodes > CB_RUNNER_FRAME_NODES_MAX) {
         snprintf(why, why_len, "JSON too complex (%zu values, depth %zu; limits %u, %u)", nodes,
                  depth, CB_RUNNER_FRAME_NODES_MAX, CB_JSON_DEPTH_MAX);
-        return -1;
+        return s_refuse(out, s_peek_type((const char *) body, len));
     }
     json_error_t e;
     json_t *root = json_loadb((const char *) body, len, JSON_REJECT_DUPLICATES, &e);
@@ -354,25 +401,19 @@ int cb_rframe_parse(const uint8_t *body, size_t len, cb_rframe_t *out, char *why
     if (len > s_rows[t].max_bytes) {
         snprintf(why, why_len, "%s of %zu bytes is over its limit of %zu", s_rows[t].name, len,
                  s_rows[t].max_bytes);
-        cb_rframe_clear(out);
-        return -1;
+        return s_refuse(out, t);
     }
     json_t *seq = json_object_get(root, "seq");
     out->has_seq = json_is_integer(seq);
     out->seq = out->has_seq ? json_integer_value(seq) : -1;
     if (s_rows[t].needs_seq && !out->has_seq) {
         snprintf(why, why_len, "%s without an integer seq", s_rows[t].name);
-        cb_rframe_clear(out);
-        return -1;
+        return s_refuse(out, t);
     }
     if (s_rows[t].unpack(root, out, &e) < 0) {
         snprintf(why, why_len, "%s: %s", s_rows[t].name, e.text);
-        cb_rframe_clear(out);
-        return -1;
+        return s_refuse(out, t);
     }
-    if (s_check(out, why, why_len) < 0) {
-        cb_rframe_clear(out);
-        return -1;
-    }
+    if (s_check(out, why, why_len) < 0) return s_refuse(out, t);
     return 0;
 }

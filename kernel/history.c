@@ -106,19 +106,25 @@ json_t *cb_history_query(const cb_history_t *h, const json_t *c) {
         bool unique = json_is_true(json_object_get(c, "unique"));
         size_t found = 0;
         size_t *pick = calloc(h->n ? h->n : 1, sizeof *pick); /* newest first */
-        if (pick == NULL) return list;
+        json_t *seen = unique ? json_object() : NULL;          /* inputs taken, hashed */
+        if (pick == NULL || (unique && seen == NULL)) {
+            free(pick);
+            json_decref(seen);
+            return list;
+        }
         for (size_t i = h->n; i-- > 0;) {
             if (pat && fnmatch(pat, h->e[i].input, 0) != 0) continue;
-            bool dup = false;
-            for (size_t j = 0; unique && j < found && !dup; j++)
-                dup = strcmp(h->e[pick[j]].input, h->e[i].input) == 0;
-            if (dup) continue;
+            if (unique) {
+                if (json_object_get(seen, h->e[i].input) != NULL) continue;
+                json_object_set_new(seen, h->e[i].input, json_true());
+            }
             pick[found++] = i;
             if (n > 0 && (json_int_t) found >= n) break;
         }
         for (size_t j = found; j-- > 0;)
             s_append(list, &h->e[pick[j]], output);
         free(pick);
+        json_decref(seen);
     }
     return list;
 }

@@ -13,6 +13,7 @@
 #include "isolate/limits.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
+#include "kernel/options.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +27,7 @@
 #include <time.h>
 
 #define CB_SPAWN_FD_MIN   10  /* child fds are parked here before dup2 */
-#define CB_SPAWN_ARGV_MAX 160 /* launcher argv entries */
+#define CB_SPAWN_FIXED_ARGS 6 /* argv[0], --python P, --runner R, NULL */
 #define CB_PASSED_FDS_MAX 4   /* fds accepted with one report datagram */
 
 int64_t cb_now_ms(void) {
@@ -95,11 +96,18 @@ int cb_launch_spawn(cb_launch_t *r, const cb_launch_cfg_t *cfg) {
             goto out;
         }
 
-    const char *argv[CB_SPAWN_ARGV_MAX];
+    const char *argv[CB_OPTS_FWD_MAX + CB_SPAWN_FIXED_ARGS];
     size_t argc = 0;
     argv[argc++] = cfg->launcher;
-    for (const char *const *e = cfg->extra; e && *e && argc < CB_SPAWN_ARGV_MAX - 6; e++)
+    for (const char *const *e = cfg->extra; e && *e; e++) {
+        if (argc + CB_SPAWN_FIXED_ARGS > sizeof argv / sizeof argv[0]) {
+            LOG_E("too many launcher flags (more than %d): not starting", CB_OPTS_FWD_MAX);
+            for (int i = 0; i < 5; i++)
+                close(child[i]);
+            goto out;
+        }
         argv[argc++] = *e;
+    }
     argv[argc++] = "--python";
     argv[argc++] = cfg->python;
     argv[argc++] = "--runner";
@@ -182,7 +190,10 @@ static void s_report(cb_launch_t *r, char *msg, size_t len, int passed_fd) {
     } else if (S_IS("started")) {
         r->runner_pid = (pid_t) strtol(rest, NULL, 10);
     } else if (S_IS("exit")) {
+        /* how the runner ended, which is what the user wants to know: it
+         * replaces what waitpid said about the launcher, if that came first */
         r->exit_reported = true;
+        r->exit_code = r->exit_signal = -1;
         const char *p;
         if ((p = strstr(rest, "code="))) r->exit_code = (int) strtol(p + 5, NULL, 10);
         if ((p = strstr(rest, "signal="))) r->exit_signal = (int) strtol(p + 7, NULL, 10);

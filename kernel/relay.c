@@ -203,10 +203,27 @@ static void s_on_gone(void *ud, const char *message) {
 
 /* ---- the end of a request ------------------------------------------------------------------ */
 
+/* exit() / quit() in a cell: IPython's ask_exit payload; like ipykernel, the
+ * kernel shuts down after the reply unless it asks to keep the kernel. */
+static bool s_asks_exit(const json_t *payload) {
+    size_t i;
+    json_t *p;
+    json_array_foreach(payload, i, p) {
+        const char *src = json_string_value(json_object_get(p, "source"));
+        if (src && strcmp(src, "ask_exit") == 0 && !json_is_true(json_object_get(p, "keepkernel")))
+            return true;
+    }
+    return false;
+}
+
 static void s_end_execute(cb_kernel_t *k, const cb_req_end_t *e) {
     const cb_rframe_t *f = e->frame;
     bool done = f && f->type == CB_RF_DONE;
     bool ok = done && strcmp(f->u.done.status, "ok") == 0;
+    if (ok && f->u.done.payload && s_asks_exit(f->u.done.payload)) {
+        LOG_I("the cell asked the kernel to exit");
+        k->exit_after_reply = true;
+    }
     const char *ename = e->ename, *evalue = e->message;
     if (f && f->type == CB_RF_BAD_REQUEST) {
         ename = "KernelError";
@@ -306,6 +323,10 @@ static void s_on_end(void *ud, const cb_req_end_t *e) {
     else if (e->kind != CB_REQ_COMM) /* comm messages have no reply */
         s_end_assist(k, e);
     cb_server_status(k, k->cur.header, "idle");
+    if (k->exit_after_reply) {
+        cb_server_stop(k);
+        return;
+    }
     cb_dispatch_done(k);
 }
 

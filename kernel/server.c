@@ -208,6 +208,19 @@ static int s_on_parent(zloop_t *loop, int timer_id, void *arg) {
     return 0;
 }
 
+static int s_stop(zloop_t *loop, int timer_id, void *arg) {
+    (void) loop;
+    (void) timer_id;
+    (void) arg;
+    return -1;
+}
+
+void cb_server_stop(cb_kernel_t *k) {
+    k->exiting = true;
+    cb_server_sync_shell(k);
+    zloop_timer(k->loop, 0, 1, s_stop, k);
+}
+
 void cb_server_sync_shell(cb_kernel_t *k) {
     bool want = k->cur_kind == CB_REQ_NONE && !k->congested && !k->exiting;
     if (want == k->shell_read) return;

@@ -22,6 +22,7 @@
 
 #include "artifacts/artifacts.h"
 #include "isolate/cgroup.h"
+#include "isolate/limits.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
 #include "launcher/flags.h"
@@ -197,6 +198,11 @@ static void s_hello(cb_session_t *s, const cb_rframe_t *f) {
     S_FACT(s->shell_version, f->u.hello.shell_version);
 #undef S_FACT
     if (s->proc.isolation[0]) snprintf(s->isolation, sizeof s->isolation, "%s", s->proc.isolation);
+    /* no cell has run: what the working dir holds now (a --workdir-source
+     * folder) is the baseline, not artifacts; the workdir report came first */
+    cb_launch_read_reports(&s->proc);
+    if (s->cfg->artifacts && s->proc.workdir_fd >= 0)
+        (void) cb_artifacts_baseline(s->cfg->artifacts, s->proc.workdir_fd);
     s->state = S_READY;
     s->was_ready = true;
     s->failures = 0;

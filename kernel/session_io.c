@@ -66,8 +66,11 @@ void cb_sio_publish_stream(cb_session_t *s, int which, bool final) {
 /* Reads what a pipe has now (up to its buffer) and publishes what is due. */
 void cb_sio_read_pipe(cb_session_t *s, int which, bool all) {
     int *fd = which ? &s->proc.err_fd : &s->proc.out_fd;
-    for (int rounds = 0; *fd >= 0; rounds++) {
-        if (!all && (rounds > 0 || !cb_bucket_ready(&s->bytes, cb_now_ms()))) break;
+    /* all: what is in the pipe now (at most its capacity: a writer that keeps
+     * writing cannot hold the kernel here); else a few chunks while the rate allows */
+    int max = all ? CB_PIPE_DRAIN_ROUNDS : CB_PIPE_READ_ROUNDS;
+    for (int rounds = 0; *fd >= 0 && rounds < max; rounds++) {
+        if (!all && !cb_bucket_ready(&s->bytes, cb_now_ms())) break;
         if (sizeof s->streams[which].buf - s->streams[which].len < CB_STREAM_CHUNK)
             cb_sio_publish_stream(s, which, false);
         ssize_t n = cb_stream_fill(&s->streams[which], *fd, cb_now_ms());
@@ -197,6 +200,12 @@ void cb_sio_process(cb_session_t *s) {
             cb_rframe_clear(&f);
         } else {
             LOG_W("dropped a runner frame: %s", why);
+            /* the runner waits for the ack of an ordered frame even when the
+             * kernel refuses it (metadata over its limit, too many values):
+             * without one an honest cell hangs until its timeout and loses
+             * its sandbox.  (No ack for what names no ordered type: the
+             * runner is not waiting, and would read a stray one as a request.) */
+            if (cb_rframe_needs_ack(f.type) && s->proc.ev_fd >= 0) cb_sio_send_ack(s);
         }
         s->in_off += used; /* no memmove per frame: compacted before the next read */
         if (!cb_bucket_ready(&s->frames, cb_now_ms())) break;

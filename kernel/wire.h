@@ -42,7 +42,8 @@ enum {
     CB_WIRE_EJSON,        /* a part is not a JSON object */
     CB_WIRE_EHEADER,      /* header lacks msg_id/msg_type strings */
     CB_WIRE_EDEPTH,       /* content nested deeper than CB_JSON_DEPTH_MAX: header and
-                             parent are filled, content is NULL, so it can be refused */
+                             parent are filled, content is an empty object, so the
+                             request can be answered with an error */
 };
 const char *cb_wire_strerror(int reason);
 

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "isolate/sandbox_limits.h"
+#include "launcher/flags.h"
 
 /* Setup steps, in the order they run; each has a name and a hint. */
 typedef enum {
@@ -38,6 +39,7 @@ typedef enum {
     CB_STEP_FDS,       /* close_range */
     CB_STEP_SECCOMP,   /* loading the filter */
     CB_STEP_EXEC,      /* execve */
+    CB_STEP_TIER,      /* starting the isolation tier (launcher/tier.h) */
     CB_STEP_COUNT
 } cb_step_t;
 
@@ -49,7 +51,8 @@ typedef struct {
 
 typedef struct {
     char env_buf[CB_ENV_MAX][CB_ENV_ENTRY_MAX]; /* "NAME=value" strings */
-    char *envp[CB_ENV_MAX + 1];                 /* NULL-terminated, into env_buf */
+    char *envp[CB_ENV_MAX + CB_FLAG_REPEAT_MAX + 1]; /* NULL-terminated, into env_buf/user_env */
+    char user_env[CB_FLAG_REPEAT_MAX][CB_FLAG_VALUE_MAX]; /* --env entries, "NAME=value" */
     char python[CB_PATH_MAX];                   /* interpreter to execve */
     char runner[CB_PATH_MAX];                   /* runner file as the runner sees it */
     char workdir[CB_PATH_MAX];                  /* cwd of the runner */
@@ -60,6 +63,17 @@ typedef struct {
  * 0 ok, -1 a value did not fit (errno ENAMETOOLONG). */
 int cb_exec_plan_init(cb_exec_plan_t *plan, const char *python, const char *runner,
                       const char *workdir, const char *user);
+/* Adds the --env entries (checked by the flag table) after the fixed
+ * environment: "NAME=VALUE" as given; a bare NAME takes its value from the
+ * environment the process `parent` (the kernel, or `cellblock run`) was
+ * started with (/proc/PID/environ), so values given that way never appear
+ * on a command line; a NAME it lacks is left unset (logged).  An entry
+ * replaces a fixed one of the same name (LANG, LC_ALL, TERM, MPLBACKEND).
+ * With a PYTHON* entry the runner starts with -s -P instead of -I, so its
+ * interpreter honours the (allowlisted) variable; the environment is then
+ * exactly this plan's.  Call after every other step that adds entries.
+ * 0 ok, -1 errno (E2BIG: too many entries). */
+int cb_exec_plan_env(cb_exec_plan_t *plan, const char *const *env, size_t n, pid_t parent);
 /* Name of a step, and what the user can do about a failure in it. */
 const char *cb_step_name(int step);
 /* Async-signal-safe: unblock all signals, default dispositions. */

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int s_fail(char *err, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -105,6 +106,100 @@ static int s_check_pin(const char *v, char *err, size_t len) {
     return cb_netrules_add_pin(&scratch, v, err, len);
 }
 
+/* --workdir-source DIR|cwd: "cwd" is resolved by the launcher (it starts in
+ * the kernel's working directory); DIR must be an existing directory, and
+ * never one that holds the system or every user's home. */
+static const char *const s_wd_refused[] = {"/",    "/proc", "/sys",  "/dev", "/run",
+                                           "/etc", "/boot", "/usr",  "/var", "/home",
+                                           "/lib", "/bin",  "/sbin", "/tmp"};
+/* below these, nothing may be a notebook folder */
+static const char *const s_wd_refused_below[] = {"/proc", "/sys", "/dev", "/run", "/etc", "/boot"};
+
+int cb_flags_workdir_refused(const char *real, char *err, size_t len) {
+    for (size_t i = 0; i < sizeof s_wd_refused / sizeof s_wd_refused[0]; i++)
+        if (strcmp(real, s_wd_refused[i]) == 0)
+            return s_fail(err, len,
+                          "%s: refusing to expose a system directory (everything in it but "
+                          "dotfiles would be readable in the sandbox)",
+                          real);
+    for (size_t i = 0; i < sizeof s_wd_refused_below / sizeof s_wd_refused_below[0]; i++) {
+        size_t n = strlen(s_wd_refused_below[i]);
+        if (strncmp(real, s_wd_refused_below[i], n) == 0 && real[n] == '/')
+            return s_fail(err, len, "%s: refusing a folder below %s", real, s_wd_refused_below[i]);
+    }
+    return 0;
+}
+
+static int s_check_workdir_source(const char *v, char *err, size_t len) {
+    if (strcmp(v, "cwd") == 0) return 0;
+    if (!s_abs_clean(v))
+        return s_fail(err, len, "'%s' is neither 'cwd' nor an absolute path without '..'", v);
+    char real[CB_PATH_MAX];
+    if (realpath(v, real) == NULL) return s_fail(err, len, "%s: %s", v, strerror(errno));
+    struct stat st;
+    if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+        return s_fail(err, len, "%s is not a directory", v);
+    return cb_flags_workdir_refused(real, err, len);
+}
+
+/* ---- --env ------------------------------------------------------------------ */
+
+/* PYTHON* variables that change no import path and run no code before the
+ * runner's own: honoured by the runner's interpreter (see child.c). */
+static const char *const s_env_python_ok[] = {"PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUTF8",
+                                              "PYTHONWARNINGS", "PYTHONFAULTHANDLER"};
+/* Names the sandbox sets itself (child.c, netproxy.c): its layout and its
+ * only way out. */
+static const char *const s_env_fixed[] = {
+    "PATH",      "HOME",       "USER",        "LOGNAME",    "TMPDIR",
+    "CELLBLOCK", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
+    "NO_PROXY",  "no_proxy",   "ALL_PROXY",   "all_proxy",  "GLIBC_TUNABLES"};
+
+static bool s_name_is(const char *name, size_t n, const char *what) {
+    return strlen(what) == n && memcmp(name, what, n) == 0;
+}
+
+const char *cb_flags_env_refused(const char *name, size_t n) {
+    if (n >= 3 && memcmp(name, "LD_", 3) == 0)
+        return "the dynamic loader reads LD_* before any Python runs (LD_PRELOAD and "
+               "LD_AUDIT load code into the runner, LD_LIBRARY_PATH swaps the libraries "
+               "Python loads)";
+    if (n >= 10 && memcmp(name, "CELLBLOCK_", 10) == 0)
+        return "CELLBLOCK_* names are the sandbox's own";
+    for (size_t i = 0; i < sizeof s_env_fixed / sizeof s_env_fixed[0]; i++)
+        if (s_name_is(name, n, s_env_fixed[i]))
+            return s_name_is(name, n, "GLIBC_TUNABLES")
+                       ? "the dynamic loader parses it before any Python runs"
+                       : "the sandbox sets it (its paths, its user, its only way out)";
+    if (n >= 6 && memcmp(name, "PYTHON", 6) == 0) {
+        for (size_t i = 0; i < sizeof s_env_python_ok / sizeof s_env_python_ok[0]; i++)
+            if (s_name_is(name, n, s_env_python_ok[i])) return NULL;
+        return "PYTHON* variables other than PYTHONHASHSEED, PYTHONIOENCODING, PYTHONUTF8, "
+               "PYTHONWARNINGS and PYTHONFAULTHANDLER change what the runner's interpreter "
+               "imports or runs before its own code";
+    }
+    return NULL;
+}
+
+int cb_flags_env_check(const char *v, char *err, size_t len) {
+    const char *eq = strchr(v, '=');
+    size_t n = eq ? (size_t) (eq - v) : strlen(v);
+    if (n == 0 || n > CB_ENV_NAME_MAX)
+        return s_fail(err, len, "'%.64s': expected NAME or NAME=VALUE (NAME of 1 to %d bytes)", v,
+                      CB_ENV_NAME_MAX);
+    for (size_t i = 0; i < n; i++) {
+        char ch = v[i];
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || ch == '_' ||
+                  (i > 0 && ch >= '0' && ch <= '9');
+        if (!ok)
+            return s_fail(err, len, "'%.*s' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)",
+                          (int) n, v);
+    }
+    const char *why = cb_flags_env_refused(v, n);
+    if (why != NULL) return s_fail(err, len, "%.*s may not be set: %s", (int) n, v, why);
+    return 0;
+}
+
 /* ---- the table -------------------------------------------------------------- */
 
 #define S_OFF(field) offsetof(cb_config_t, field)
@@ -123,6 +218,11 @@ static const cb_flag_t s_table[] = {
      "kernel", "what goes to the log (stderr)", S_L | S_K, S_OFF(log_level), 0, NULL},
     {"sandbox", CB_FK_CHOICE, S_NO, "", "full", "full|none", "MODE", "sandbox",
      "confinement; 'none' runs code UNCONFINED, for debugging", S_L, S_OFF(sandbox), 0, NULL},
+    {"isolation", CB_FK_CHOICE, S_NO, "", "namespaces", "namespaces|gvisor|microvm", "TIER",
+     "sandbox",
+     "the kernel the code talks to: the host's behind namespaces, gVisor's user-space kernel, or "
+     "a guest kernel in a QEMU micro-VM (docs/SECURITY.md)",
+     S_L, S_OFF(isolation), 0, NULL},
     {"memory", CB_FK_SIZE_MB, S_NUM(CB_OPT_MIN_MEMORY_MB), S_NUM(CB_OPT_MAX_MEMORY_MB), "MiB",
      S_STR(CB_DEFAULT_MEMORY_MB), NULL, "SIZE", "sandbox",
      "memory limit, no swap (MiB, or with a K/M/G suffix)", S_L, S_OFF(memory_mb), 0, NULL},
@@ -191,6 +291,14 @@ static const cb_flag_t s_table[] = {
     {"preload", CB_FK_TEXT, S_NO, "", NULL, NULL, "MODULES", "outputs",
      "comma-separated modules imported while the sandbox is idle", S_K, S_OFF(preload), 0,
      s_check_preload},
+    {"workdir-source", CB_FK_TEXT, S_NO, "", NULL, NULL, "DIR|cwd", "sandbox",
+     "the working dir is an overlay of this host folder ('cwd': the kernel's): reads see "
+     "its files but dotfiles, writes stay in the sandbox",
+     S_L, S_OFF(workdir_source), 0, s_check_workdir_source},
+    {"env", CB_FK_TEXT, S_NO, "", NULL, NULL, "NAME[=VALUE]", "sandbox",
+     "set a variable in the sandbox; NAME alone: its value in the kernel's environment at "
+     "start (repeatable)",
+     S_L | CB_FLAG_REPEAT, S_OFF(env), S_OFF(n_env), cb_flags_env_check},
 };
 
 const cb_flag_t *cb_flags_table(size_t *n) {
@@ -363,6 +471,25 @@ int cb_flags_check_network(const cb_config_t *c, char *err, size_t len) {
                       "allowlist to enforce)");
     if (c->n_network_resolve > 0 && !allow)
         return s_fail(err, len, "--network-resolve needs --network allow:...");
+    if (c->workdir_source != NULL && strcmp(c->sandbox, "none") == 0)
+        return s_fail(err, len,
+                      "--workdir-source needs --sandbox full (without a sandbox nothing would "
+                      "keep the host folder read-only)");
+    return 0;
+}
+
+int cb_flags_check_isolation(const cb_config_t *c, char *err, size_t len) {
+    if (strcmp(c->isolation, "namespaces") == 0) return 0;
+    if (strcmp(c->sandbox, "none") == 0)
+        return s_fail(err, len, "--isolation %s needs --sandbox full", c->isolation);
+    if (strcmp(c->network, "none") != 0)
+        return s_fail(err, len,
+                      "--isolation %s supports --network none only (its sandbox has no network "
+                      "device and no route to the allowlist proxy)",
+                      c->isolation);
+    if (c->workdir_source != NULL)
+        return s_fail(err, len, "--isolation %s does not take --workdir-source (yet)",
+                      c->isolation);
     return 0;
 }
 

@@ -45,6 +45,7 @@ typedef enum {
 typedef struct {
     /* sandbox: read by the launcher */
     const char *sandbox;                     /* full | none */
+    const char *isolation;                   /* namespaces | gvisor | microvm */
     long memory_mb;                          /* --memory */
     long pids;                               /* --pids */
     double cpus;                             /* --cpus */
@@ -75,6 +76,11 @@ typedef struct {
     size_t n_network_resolve;                        /* used entries */
     long network_max_conns;                          /* concurrent connections */
     long network_max_mb;                             /* bytes relayed per session, MiB */
+
+    /* notebook folders and environment (issue 11) */
+    const char *workdir_source;          /* DIR or "cwd": host dir overlaid on the home, or NULL */
+    const char *env[CB_FLAG_REPEAT_MAX]; /* NAME or NAME=VALUE, checked by cb_flags_env_check */
+    size_t n_env;                        /* used entries of env */
 } cb_config_t;
 
 typedef struct {
@@ -116,9 +122,24 @@ typedef int (*cb_flags_other_fn)(int argc, char **argv, int *i, void *ud, char *
 int cb_flags_parse(cb_config_t *c, unsigned who, int argc, char **argv, cb_flags_other_fn other,
                    void *ud, char *err, size_t err_len);
 
-/* Checks that the --network flags fit together: allow: needs --sandbox
- * full, --network-resolve needs allow:.  0 ok, -1 with err. */
+/* Checks that the sandbox flags fit together: allow: needs --sandbox full,
+ * --network-resolve needs allow:, --workdir-source needs --sandbox full.
+ * 0 ok, -1 with err. */
 int cb_flags_check_network(const cb_config_t *c, char *err, size_t err_len);
+
+/* Checks that --isolation fits the other flags: a stronger tier needs
+ * --sandbox full and --network none.  0 ok, -1 with err. */
+int cb_flags_check_isolation(const cb_config_t *c, char *err, size_t err_len);
+/* What --env accepts (flags.c is its only judge, the launcher applies it).
+ * NAME must be [A-Za-z_][A-Za-z0-9_]* of at most CB_ENV_NAME_MAX bytes and
+ * not one the sandbox fixes or that changes what the runner loads before
+ * user code (cb_flags_env_refused).  0 ok, -1 with a reason in err. */
+int cb_flags_env_check(const char *val, char *err, size_t err_len);
+/* --workdir-source: 0 when the resolved path real may be exposed, -1 with
+ * a reason for "/", system directories and what lies below /proc, /etc... */
+int cb_flags_workdir_refused(const char *real, char *err, size_t err_len);
+/* Why NAME (name_len bytes) may not be set with --env, or NULL when it may. */
+const char *cb_flags_env_refused(const char *name, size_t name_len);
 
 /* Prints the flags read by `who`, grouped, with defaults and bounds. */
 void cb_flags_usage(FILE *f, unsigned who);

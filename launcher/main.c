@@ -77,8 +77,9 @@ static int s_spawn_none(s_launcher_t *L) {
         }
     }
     static cb_exec_plan_t plan; /* large; static keeps it off the stack */
-    if (cb_exec_plan_init(&plan, L->opts.python, L->opts.runner, L->workdir, CB_SANDBOX_USER) < 0) {
-        s_fatal("runner command line too long");
+    if (cb_exec_plan_init(&plan, L->opts.python, L->opts.runner, L->workdir, CB_SANDBOX_USER) < 0 ||
+        cb_exec_plan_env(&plan, L->opts.env, L->opts.n_env, getppid()) < 0) {
+        s_fatal("runner command line or environment too long");
         return -1;
     }
     int ep[2];

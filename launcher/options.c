@@ -72,8 +72,17 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
     o->n_network_resolve = c.n_network_resolve;
     o->network_max_conns = c.network_max_conns;
     o->network_max_mb = c.network_max_mb;
+    o->workdir_source = c.workdir_source;
+    for (size_t i = 0; i < c.n_env; i++)
+        o->env[i] = c.env[i];
+    o->n_env = c.n_env;
     char why[CB_FLAG_ERR_MAX];
-    if (cb_flags_check_network(&c, why, sizeof why) < 0) return s_fail(err, err_len, why);
+    if (cb_flags_check_network(&c, why, sizeof why) < 0 ||
+        cb_flags_check_isolation(&c, why, sizeof why) < 0)
+        return s_fail(err, err_len, why);
+    o->isolation = strcmp(c.isolation, "gvisor") == 0    ? CB_ISOLATION_GVISOR
+                   : strcmp(c.isolation, "microvm") == 0 ? CB_ISOLATION_MICROVM
+                                                         : CB_ISOLATION_NAMESPACES;
     return 0;
 }
 

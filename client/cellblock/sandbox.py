@@ -73,9 +73,16 @@ def _network_arg(network):
                      "to allow (e.g. ['pypi.org', 'files.pythonhosted.org'])")
 
 
+ISOLATIONS = ("namespaces", "gvisor", "microvm")
+
+
 def _limit_args(memory=None, timeout=None, network=None, cpus=None, pids=None, disk=None,
-                artifacts=None):
+                artifacts=None, isolation=None):
     args = []
+    if isolation is not None:
+        if isolation not in ISOLATIONS:
+            raise ValueError("isolation must be one of %s" % ", ".join(ISOLATIONS))
+        args += ["--isolation", isolation]
     if memory is not None:
         args += ["--memory", _size_arg(memory)]
     if timeout is not None:
@@ -133,17 +140,36 @@ class Sandbox:
                egress proxy (e.g. ['pypi.org', 'files.pythonhosted.org']:
                no port = 80 and 443; '*.example.com' = names below it)
       cpus, pids, disk, artifacts ('none'|'images'|'all')
+      isolation 'namespaces' (the host kernel, default), 'gvisor' (gVisor's
+               user-space kernel) or 'microvm' (a guest kernel in a QEMU
+               micro-VM); see docs/SECURITY.md "Isolation tiers"
+      workdir_source  a host folder the sandbox's working directory overlays
+               (--workdir-source): its files are readable (dotfiles never),
+               what the code writes stays in the sandbox and comes back as
+               artifacts; the folder itself is never modified
       extra_args  more flags, appended last (e.g. ['--max-output', '1M'])
-    envs: environment variables set in the sandbox's Python at start.
+    envs: environment variables of the sandbox's Python from its start
+      (--env NAME: the values travel in the kernel's environment, never on a
+      command line; names the kernel refuses, such as LD_PRELOAD or
+      PYTHONPATH, make the start fail with the kernel's reason).
     """
 
     def __init__(self, kernel_name="cellblock", memory=None, timeout=None, network=None, cpus=None,
                  pids=None, disk=None, artifacts=None, extra_args=None, kernelspec_path=None,
-                 envs=None, startup_timeout=60.0, kernel_stderr=None):
+                 isolation=None,
+                 envs=None, startup_timeout=60.0, kernel_stderr=None, workdir_source=None):
         self._lock = threading.RLock()
-        self._args = _limit_args(memory, timeout, network, cpus, pids, disk, artifacts)
+        self._args = _limit_args(memory, timeout, network, cpus, pids, disk, artifacts, isolation)
+        if workdir_source is not None:
+            src = os.fspath(workdir_source)
+            self._args += ["--workdir-source",
+                           src if src == "cwd" else os.path.abspath(os.path.expanduser(src))]
+        self._envs = {str(k): str(v) for k, v in dict(envs or {}).items()}
+        for k in self._envs:
+            if not k or "=" in k or "\0" in k:
+                raise ValueError("not an environment variable name: %r" % k)
+            self._args += ["--env", k]
         self._args += [str(a) for a in (extra_args or [])]
-        self._envs = dict(envs or {})
         self._startup_timeout = startup_timeout
         self.kernel_info = {}
         self.workdir = None
@@ -153,6 +179,8 @@ class Sandbox:
         self._kc = None
         self._closed = False
         launch = {"extra_arguments": list(self._args)}
+        if self._envs:      # read by the kernel's launcher for each --env NAME
+            launch["env"] = dict(os.environ, **self._envs)
         if kernel_stderr is not None:
             launch["stderr"] = kernel_stderr
         t0 = time.monotonic()
@@ -195,8 +223,6 @@ class Sandbox:
             self.workdir = self.files._workdir()
         except (RuntimeError, OSError) as e:
             raise SandboxError("the sandbox cannot run code: %s" % e) from None
-        if self._envs:
-            self.files._setenv(self._envs)
 
     @property
     def sandbox_id(self):

@@ -1,15 +1,24 @@
-"""cellblock runner core: frames, execution, errors, stdin, interrupts.
+"""cellblock runner core: frames, the request loop, errors, stdin, interrupts.
 
 runner.py (the entry point) sends the hello frame, then loads this module
-as ``_cellblock_runner`` and calls _main().  Frames on fd 3 are a 4-byte
+as ``_cellblock_runner`` and calls _main(shell).  Frames on fd 3 are a 4-byte
 big-endian length + UTF-8 JSON object (docs/RUNNER_PROTOCOL.md, 3.x).
+
+Two shells run cells:
+
+- "ipython": a real IPython InteractiveShell (cb_shell.py).  Importing
+  IPython costs most of a second, so it is loaded step by step while the
+  sandbox is idle (_idle_step), never before a request that is waiting.  A
+  plain-Python cell that arrives before the shell is ready runs on the fast
+  path (cb_fast.py), which produces exactly what the shell would or, when in
+  doubt, waits for the shell.
+- "minimal": this file's own executor plus cb_display/cb_assist/cb_magics,
+  for interpreters without IPython.
 
 Start-up time matters: this file imports nothing that is not already loaded
 by the interpreter's own start-up (``_json``, ``_signal`` and ``_thread`` are
-built in).  The sibling modules (cb_display, cb_assist, cb_magics) and heavy
-stdlib modules (ast, traceback, ...) are loaded on first use.  The sandbox
-has no writable __pycache__, so every line here is compiled at each start:
-keep this file small.
+built in).  The sibling modules and heavy stdlib modules (ast, traceback, ...)
+are loaded on first use.
 
 User code shares this interpreter.  Runner state lives in this module's
 globals (the user's ``__main__`` is a separate, fresh module), and frames of
@@ -26,19 +35,28 @@ _VERSION = 1
 _FRAME_MAX = 8 * 1024 * 1024     # CB_RUNNER_FRAME_MAX: the kernel drops larger frames
 _REPLY_MAX = 4 * 1024 * 1024     # CB_FRAME_REPLY_MAX: done, error and *_reply frames
 _REPLIES = frozenset(("done", "error", "complete_reply", "inspect_reply"))
+_BAD_REQUEST_TEXT_MAX = 200          # characters of an unusable frame's error quoted back
 _FD = 3
 _DIR = os.path.dirname(os.path.abspath(__file__))
-_MODULE_NAMES = ("cb_core", "cb_display", "cb_assist", "cb_magics")
+_MODULE_NAMES = ("cb_core", "cb_display", "cb_assist", "cb_magics", "cb_fast", "cb_shell",
+                 "cb_lazy")
 # code filenames of the runner's own files: their frames are hidden from
 # tracebacks and a SIGINT landing in them is deferred
 _RUNNER_FILES = {os.path.join(_DIR, n + ".py") for n in ("runner",) + _MODULE_NAMES}
 _RUNNER_FILES.add(__file__)
 
+# sigmode values: what SIGINT does now
+_SIG_IGNORE = 0        # idle, or runner bookkeeping: dropped
+_SIG_USER = 1          # user code runs: KeyboardInterrupt
+_SIG_INPUT = 2         # blocked waiting for input_reply: KeyboardInterrupt
+_SIG_DEFER = 3         # runner or IPython bookkeeping inside a cell: remembered, raised
+#                        when user code runs next (_check_pending, cb_shell.run_code)
+
 
 class _State:
     """All mutable runner state (never visible in the user's globals)."""
-    sigmode = 0          # 0 ignore SIGINT, 1 user code runs, 2 waiting for input
-    pending = False      # a SIGINT arrived in runner code while sigmode == 1
+    sigmode = _SIG_IGNORE
+    pending = False      # a SIGINT arrived in runner code while user code runs
     allow_stdin = False
     count = 0            # execution_count of the running cell
     silent = False
@@ -49,7 +67,18 @@ class _State:
     cell_serial = 0
     in_cell = False      # an execute request is being handled
     payload = None       # payload list of the running cell
-    last_in = ""         # source of the previous stored cell
+    last_in = ""         # source of the previous stored cell (minimal shell)
+    cwd_path = None      # the working directory as put on sys.path[0]
+    mode = "minimal"     # "ipython" or "minimal" (the hello frame's "shell")
+    shell = None         # the InteractiveShell once loaded (cb_shell)
+    load_step = 0        # next step of _LOAD_STEPS; None when loading is over
+    preload = []         # modules still to import while idle (--preload)
+    fast_cells = []      # cells run by cb_fast before the shell existed (replayed into it)
+    stdin_error = None   # exception class input() raises without allow_stdin
+    unders = ["", "", ""]  # the shell's DisplayHook _, __, ___ (kept by cb_fast until then)
+    main_filter = None   # the DeprecationWarning filter cb_fast added for __main__
+    idle_load = True     # load the shell while idle (else only when a request needs it)
+    colors = None        # the running execute's `colors` member (cb_shell)
     seq = 0              # the kernel's sequence number of the request being handled
 
 
@@ -61,20 +90,34 @@ _MAIN_THREAD = _thread.get_ident()
 
 def _on_sigint(signum, frame):
     mode = _S.sigmode
-    if mode == 0:
+    if mode == _SIG_IGNORE:
         return
-    if mode == 2:                       # blocked waiting for input_reply
-        _S.sigmode = 1
+    if mode == _SIG_INPUT:              # blocked waiting for input_reply
+        _S.sigmode = _SIG_USER
         raise KeyboardInterrupt
-    if frame is not None and frame.f_code.co_filename in _RUNNER_FILES:
+    if mode == _SIG_DEFER or (frame is not None and frame.f_code.co_filename in _RUNNER_FILES):
         _S.pending = True               # never unwind the runner's own code
         return
     raise KeyboardInterrupt
 
 
+def _without_handler_frame(tb):
+    """A traceback whose last entry, the SIGINT handler raising
+    KeyboardInterrupt, is cut off (with the default handler there is no
+    such frame)."""
+    if tb is None:
+        return tb
+    prev, cur = None, tb
+    while cur.tb_next is not None:
+        prev, cur = cur, cur.tb_next
+    if cur.tb_frame.f_code is _on_sigint.__code__ and prev is not None:
+        prev.tb_next = None
+    return tb
+
+
 def _check_pending():
     """Raise a KeyboardInterrupt deferred while runner code ran for the user."""
-    if _S.pending and _S.sigmode == 1:
+    if _S.pending and _S.sigmode == _SIG_USER:
         _S.pending = False
         raise KeyboardInterrupt
 
@@ -84,7 +127,7 @@ def _check_pending():
 
 def _json_default(o):
     if isinstance(o, (bytes, bytearray)):
-        import binascii
+        binascii = _std("binascii")
         return binascii.b2a_base64(bytes(o), newline=False).decode("ascii")
     if isinstance(o, (set, frozenset, tuple)):
         return list(o)
@@ -188,7 +231,7 @@ def _send(obj):
     try:
         data = _dumps(obj).encode("utf-8", "replace")
     except ValueError:                                       # NaN, ...
-        import json
+        json = _std("json")
         data = json.dumps(json.loads(json.dumps(obj, default=_json_default),
                                      parse_constant=lambda c: None),
                           ensure_ascii=False).encode("utf-8", "replace")
@@ -219,40 +262,89 @@ def _send(obj):
             _wait_ack()
 
 
+def _bad_request(error, seq=None):
+    """Tell the kernel that a frame it sent could not be used (never drop one
+    silently): the kernel ends the request in flight with an error reply."""
+    msg = {"type": "bad_request", "error": error[:_BAD_REQUEST_TEXT_MAX]}
+    if isinstance(seq, int):
+        msg["seq"] = seq
+    _send(msg)
+
+
+def _decode(body):
+    """A frame body -> (dict, None), or (None, why it cannot be used)."""
+    try:
+        obj = _loads(body.decode("utf-8", "replace"))
+    except RecursionError:
+        obj, why = None, "frame nested too deeply to decode (RecursionError)"
+    except BaseException as e:          # bad JSON, MemoryError
+        obj, why = None, "frame is not valid JSON (%s: %s)" % (type(e).__name__, e)
+    else:
+        why = "frame is not a JSON object"
+    if isinstance(obj, dict) and isinstance(obj.get("type"), str):
+        return obj, None
+    if isinstance(obj, dict):
+        why = "frame has no string member 'type'"
+    return None, why
+
+
 def _recv(interruptible=False):
     """Read one frame (a dict).  EOF ends the runner.
 
     interruptible: SIGINT raises KeyboardInterrupt while blocked (input wait);
     it can only land while nothing has been consumed from the socket.
+
+    A frame that cannot be used is answered with bad_request (in place of
+    the reply the kernel waits for); during an input wait it becomes an
+    input_reply error instead, so that input() fails with the reason and the
+    cell ends with its own done.
     """
     while True:
         buf = _S.rbuf
         if len(buf) >= 4:
             n = int.from_bytes(buf[:4], "big")
+            if n > _FRAME_MAX or n == 0:
+                # the stream cannot be re-synchronised: say why, then end
+                _bad_request("frame length %d is outside 1..%d" % (n, _FRAME_MAX))
+                _die()
             if len(buf) >= 4 + n:
                 _S.rbuf = buf[4 + n:]
-                try:
-                    obj = _loads(buf[4:4 + n].decode("utf-8", "replace"))
-                except BaseException as e:      # bad JSON, RecursionError, MemoryError
-                    obj = e
-                if isinstance(obj, dict):
+                obj, why = _decode(buf[4:4 + n])
+                if obj is not None:
                     return obj
-                # never drop a request without an answer: the kernel ends the
-                # request in flight with an error
-                _send({"type": "bad_request", "error": "cannot read a frame from the kernel: %s"
-                       % (type(obj).__name__,)})
+                if interruptible:
+                    return {"type": "input_reply",
+                            "error": "the kernel's reply could not be read: " + why}
+                _bad_request(why)
                 continue
         if interruptible:
-            import select
-            _S.sigmode = 2
+            select = _std("select")
+            _S.sigmode = _SIG_INPUT
             try:
                 select.select([_FD], [], [])
             finally:
-                _S.sigmode = 1
+                _S.sigmode = _SIG_USER
         _fill()
 
 
 # ---------------------------------------------------------------- lazy modules
+
+
+def _std(name):
+    """Import a standard-library module for the runner's own use.  The working
+    directory is on sys.path (as in ipykernel), so a user's select.py must not
+    shadow what the runner needs: it is left out while importing."""
+    m = sys.modules.get(name)
+    if m is not None:
+        return m
+    cwd = _S.cwd_path
+    saved = sys.path[:]
+    try:
+        sys.path[:] = [p for p in saved if p and p != cwd]
+        __import__(name)
+    finally:
+        sys.path[:] = saved
+    return sys.modules[name]
 
 
 def _mod(name):
@@ -284,8 +376,9 @@ StdinNotImplementedError.__module__ = "builtins"
 
 
 def _input_bridge(prompt, password):
+    __tracebackhide__ = True            # IPython's tracebacks leave this frame out
     if not _S.allow_stdin or not _S.in_cell:
-        raise StdinNotImplementedError(
+        raise (_S.stdin_error or StdinNotImplementedError)(
             "raw_input was called, but this frontend does not support input requests.")
     _send({"type": "input_request", "prompt": prompt, "password": password})
     prev = _S.sigmode
@@ -314,11 +407,13 @@ def _input_bridge(prompt, password):
 
 def _input(prompt=""):
     """input([prompt]) -> str, answered by the frontend (input_request)."""
+    __tracebackhide__ = True
     return _input_bridge(str(prompt), False)
 
 
 def _getpass(prompt="Password: ", stream=None):
     """getpass(prompt) -> str, answered by the frontend without echo."""
+    __tracebackhide__ = True
     return _input_bridge(str(prompt), True)
 
 
@@ -456,10 +551,15 @@ def _seed_matplotlib_cache(m):
 
 _POST_IMPORT["matplotlib"] = _seed_matplotlib_cache
 _POST_IMPORT["getpass"] = _patch_getpass
-_POST_IMPORT["IPython.core.display_functions"] = _patch_ipython
-_POST_IMPORT["IPython.core.display"] = _patch_ipython
-_POST_IMPORT["IPython.display"] = _patch_ipython
-_POST_IMPORT["matplotlib.pyplot"] = _patch_pyplot
+
+
+def _minimal_hooks():
+    """Without an IPython shell, cellblock's display() replaces IPython's and
+    plt.show() sends figures itself (cb_display)."""
+    _POST_IMPORT["IPython.core.display_functions"] = _patch_ipython
+    _POST_IMPORT["IPython.core.display"] = _patch_ipython
+    _POST_IMPORT["IPython.display"] = _patch_ipython
+    _POST_IMPORT["matplotlib.pyplot"] = _patch_pyplot
 
 # ---------------------------------------------------------------- builtins for users
 
@@ -512,7 +612,7 @@ def _strip_tb(te):
 
 def _format_error(etype, value, tb):
     """-> (ename, evalue, traceback lines) for the error frame."""
-    import traceback
+    traceback = _std("traceback")
     ename = getattr(etype, "__name__", str(etype))
     try:
         evalue = str(value)
@@ -542,16 +642,27 @@ def _format_error(etype, value, tb):
 
 
 def _register_source(filename, code):
-    import linecache
+    linecache = _std("linecache")
     lines = code.splitlines(True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     linecache.cache[filename] = (len(code), None, lines, filename)
 
 
+# What cells are called in tracebacks, warnings and inspect: under IPython a
+# path like ipykernel's (which IPython shows as "Cell In [N]", and which the
+# inspector prints as it is); it never exists on disk, the source is in linecache.
+_IPYTHON_CELL_NAME = "/tmp/cellblock-cells/%s.py"
+
+
 def _cell_filename(count):
-    import linecache
+    linecache = _std("linecache")
     _S.cell_serial += 1
+    if _S.mode == "ipython":
+        name = _IPYTHON_CELL_NAME % count
+        if name in linecache.cache:
+            name = _IPYTHON_CELL_NAME % ("%d.%d" % (count, _S.cell_serial))
+        return name
     name = "<cell-%d>" % count
     if name in linecache.cache:
         name = "<cell-%d.%d>" % (count, _S.cell_serial)
@@ -564,9 +675,9 @@ _FUTURE_MASK = None
 def _compile_cell(source, filename, original=None):
     """-> (body code, last-expression code or None)."""
     global _FUTURE_MASK
-    import ast
+    ast = _std("ast")
     if _FUTURE_MASK is None:
-        import __future__
+        __future__ = _std("__future__")
         _FUTURE_MASK = 0
         for n in __future__.all_feature_names:
             _FUTURE_MASK |= getattr(__future__, n).compiler_flag
@@ -608,7 +719,7 @@ def _run_code(code, glob, loc=None):
         coro = eval(code, glob, loc)
         loop = getattr(_S, "loop", None)
         if loop is None:
-            import asyncio
+            asyncio = _std("asyncio")
             loop = _S.loop = asyncio.new_event_loop()
         return loop.run_until_complete(coro)
     return eval(code, glob, loc)
@@ -816,7 +927,7 @@ def _request_waiting():
     """True when a request has arrived (buffered or readable on the socket)."""
     if len(_S.rbuf) >= 4:
         return True
-    import select
+    select = _std("select")
     try:
         return bool(select.select([_FD], [], [], 0)[0])
     except (OSError, ValueError):
@@ -824,21 +935,14 @@ def _request_waiting():
 
 
 def _preload(req):
-    """Speculative imports while idle (--preload).  Stops before the next
-    module as soon as a request is waiting, so a cell waits at most for the
+    """Speculative imports while idle (--preload): queued here, done one
+    module per idle step (after the IPython shell, which every cell that
+    imports them would wait for anyway), so a cell waits at most for the
     module being imported, and a cell that imports the same modules finds
     them done.  Failures are ignored: the user's own import will report them."""
     mods = req.get("modules")
-    if not isinstance(mods, list):
-        return
-    import importlib
-    for name in mods:
-        if not isinstance(name, str) or not name or _request_waiting():
-            break
-        try:
-            importlib.import_module(name)
-        except BaseException:
-            pass
+    if isinstance(mods, list):
+        _S.preload = [m for m in mods if isinstance(m, str) and m]
 
 
 class _ExitAutocall:
@@ -863,7 +967,137 @@ def _comm_request(req):
     _send({"type": "comm_done"})
 
 
-_HANDLERS = {
+# ---------------------------------------------------------------- the IPython shell, loaded while idle
+
+# Imported one per idle step before IPython itself, leaves first, so that a
+# request never waits for more than one of them.  Only a hint for speed: a
+# name another IPython version does not use costs one failed lookup, and
+# the last step imports whatever is left.  What cb_lazy defers (jedi,
+# asyncio, pydoc, stack_data and its helpers, urllib.request) is not here;
+# _PREPARE puts its stand-ins in place just before IPython is imported.
+_PREPARE = "cellblock:prepare"
+_LOAD_STEPS = (
+    "logging", "inspect", "traitlets", "traitlets.config", "pygments.lexers.python",
+    "pygments.formatters.terminal256", "pdb", "sqlite3", "decorator", "pickleshare",
+    "pexpect", "cProfile", "timeit", _PREPARE, "IPython", "IPython.core.magics",
+)
+
+
+def _loading():
+    return _S.mode == "ipython" and _S.shell is None and _S.load_step is not None
+
+
+def _load_step():
+    """Do the next step of loading the shell (_S.load_step None when over)."""
+    i = _S.load_step
+    if i < len(_LOAD_STEPS):
+        _S.load_step = i + 1
+        if _LOAD_STEPS[i] == _PREPARE:
+            _mod("cb_lazy").prepare()
+            return
+        try:
+            _std("importlib").import_module(_LOAD_STEPS[i])
+        except BaseException:
+            pass
+        return
+    _S.load_step = None
+    try:
+        _mod("cb_shell").create()
+    except BaseException as e:
+        _shell_failed(e)
+
+
+def _shell_failed(e):
+    """IPython is there but did not load: say so once, go on minimal."""
+    _S.shell = None
+    _S.mode = "minimal"
+    try:
+        sys.stderr.write("cellblock: the IPython shell could not be loaded (%s: %s); cells run "
+                         "in cellblock's minimal runner\n" % (type(e).__name__, e))
+    except Exception:
+        pass
+    try:
+        _mod("cb_lazy").release()
+    except Exception:
+        pass
+    _minimal_namespace(_S.user.__dict__)
+    _minimal_builtins()
+    _minimal_hooks()
+
+
+def _ensure_shell():
+    """Finish loading the shell now: a request needs it.  True when it is there.
+    Inside a cell, a SIGINT meanwhile is kept for the cell (raised once user
+    code runs again), never half-way through an import."""
+    if not _loading():
+        return _S.shell is not None
+    prev = _S.sigmode
+    if prev != _SIG_IGNORE:
+        _S.sigmode = _SIG_DEFER
+    try:
+        while _loading():
+            _load_step()
+    finally:
+        _S.sigmode = prev
+    return _S.shell is not None
+
+
+def _idle_step():
+    """One piece of work while no request waits; False when there is none."""
+    if _loading() and _S.idle_load:
+        _load_step()
+        return True
+    if _S.preload:
+        name = _S.preload.pop(0)
+        try:
+            _std("importlib").import_module(name)
+        except BaseException:
+            pass
+        return True
+    return False
+
+
+# Loading starts once the sandbox has been idle this long after start-up:
+# the first request a client sends on kernel_info's reply then never
+# waits for a loading step.
+_IDLE_START_S = 0.1
+
+
+def _next_request():
+    """The next request, doing idle work until one is there."""
+    if _S.load_step == 0 and _S.idle_load and not _request_waiting():
+        select = _std("select")
+        try:
+            select.select([_FD], [], [], _IDLE_START_S)
+        except (OSError, ValueError):
+            pass
+    while not _request_waiting() and _idle_step():
+        pass
+    return _recv()
+
+
+# ---------------------------------------------------------------- dispatch
+
+
+def _execute_ipython(req):
+    if _S.shell is None and _S.mode == "ipython" and _mod("cb_fast").try_execute(req):
+        return
+    if _ensure_shell():
+        _mod("cb_shell").execute(req)
+    else:
+        _execute(req)
+
+
+def _assist_ipython(kind):
+    def handler(req):
+        if _ensure_shell():
+            getattr(_mod("cb_shell"), kind)(req)
+        else:
+            _MINIMAL_HANDLERS[kind](req)
+    return handler
+
+
+_MINIMAL_HANDLERS = {
     "comm_open": _comm_request,
     "comm_msg": _comm_request,
     "comm_close": _comm_request,
@@ -874,26 +1108,109 @@ _HANDLERS = {
     "is_complete": _is_complete,
 }
 
+_IPYTHON_HANDLERS = {
+    # no comm targets yet (issue 12 brings the shell's comm manager)
+    "comm_open": _comm_request,
+    "comm_msg": _comm_request,
+    "comm_close": _comm_request,
+    "preload": _preload,
+    "execute": _execute_ipython,
+    "complete": _assist_ipython("complete"),
+    "inspect": _assist_ipython("inspect"),
+    "is_complete": _assist_ipython("is_complete"),
+}
+
+# frames that may arrive when nothing waits for them: dropped without a word
+_STRAY = frozenset(("ack", "input_reply"))
+
 # ---------------------------------------------------------------- start-up
 
+# ipykernel's IPKernelApp/ZMQInteractiveShell set these for the code they run
+_IPYKERNEL_ENV = (("TERM", "xterm-color"), ("CLICOLOR", "1"), ("PAGER", "cat"),
+                  ("GIT_PAGER", "cat"))
+_INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+# what IPython's own __main__ says about itself (InteractiveShell.prepare_user_module)
+_IPYTHON_MAIN_DOC = "Automatically created module for IPython interactive environment"
 
-def _setup():
-    _signal.signal(_signal.SIGINT, _on_sigint)
-    sys.modules["_cellblock_runner"] = sys.modules[__name__]
-    user = type(sys)("__main__")
-    user.__dict__.update({"__builtins__": builtins, "__doc__": None, "__spec__": None,
-                          "__loader__": None, "__package__": None,
-                          "In": [""], "Out": {}, "_": None, "__": None, "___": None,
-                          "_i": "", "_ii": "", "_iii": ""})
-    sys.modules["__main__"] = user
-    _S.user = user
-    builtins.input = _input
+
+def _minimal_namespace(ns):
+    ns.update({"In": [""], "Out": {}, "_": None, "__": None, "___": None,
+               "_i": "", "_ii": "", "_iii": ""})
+
+
+def _minimal_builtins():
     builtins.display = display
     builtins.clear_output = clear_output
     builtins.update_display = update_display
     builtins.get_ipython = get_ipython
     builtins.exit = builtins.quit = _ExitAutocall()
     builtins.__cellblock__ = _Magic()
+
+
+def _has_module(name):
+    """Whether `name` (top level) can be imported, without importing it."""
+    for f in sys.meta_path:
+        if getattr(f, "__name__", "") == "PathFinder":
+            try:
+                return f.find_spec(name, [p for p in sys.path if p != _S.cwd_path]) is not None
+            except Exception:
+                return False
+    return False
+
+
+def _ipython_environment(ns):
+    """The namespace and environment a cell sees under ipykernel, set before
+    any cell runs so that fast-path cells see them too (cb_shell then adopts
+    the same module).  The names IPython adds are there already, in IPython's
+    order, holding stand-ins until the shell puts its own in their place:
+    the namespace is never emptied under a running thread."""
+    for name, value in _IPYKERNEL_ENV:
+        os.environ[name] = value
+    if _has_module("matplotlib_inline"):
+        os.environ["MPLBACKEND"] = _INLINE_BACKEND
+    hist_in, hist_out = [""], {}
+    ns.update({"__doc__": _IPYTHON_MAIN_DOC, "__builtin__": builtins, "__builtins__": builtins,
+               "_ih": hist_in, "_oh": hist_out, "_dh": [_S.cwd_path], "In": hist_in,
+               "Out": hist_out, "get_ipython": lambda: _S.shell,
+               "exit": getattr(builtins, "exit", None), "quit": getattr(builtins, "quit", None),
+               "_": "", "__": "", "___": ""})
+
+
+def _setup(mode):
+    _signal.signal(_signal.SIGINT, _on_sigint)
+    sys.modules["_cellblock_runner"] = sys.modules[__name__]
+    _S.mode = mode
+    user = type(sys)("__main__")
+    if mode != "ipython":
+        user.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = user
+    _S.user = user
+    if sys.path and os.path.abspath(sys.path[0] or ".") == _DIR:
+        del sys.path[0]
+    # the working directory first on sys.path, as ipykernel has it (its
+    # launcher's cwd; -I left it out): `%%writefile helper.py` then
+    # `import helper` works.  -I's other protections stay (no user site, no
+    # PYTHON* variables).
+    try:
+        _S.cwd_path = os.getcwd()
+        sys.path.insert(0, _S.cwd_path)
+    except OSError:
+        pass
+    # PYTHONDONTWRITEBYTECODE=1, which -I ignores: no __pycache__ of the
+    # user's modules in the working directory (they would come back as
+    # artifacts, and a rewritten module of the same size within the same
+    # second would be imported from its stale .pyc)
+    sys.dont_write_bytecode = True
+    if mode == "ipython":
+        # CELLBLOCK_SHELL=ipython-on-demand (tests, bench): no loading while
+        # idle, so that the fast path can be compared with the shell
+        _S.idle_load = os.environ.get("CELLBLOCK_SHELL") != "ipython-on-demand"
+        _ipython_environment(user.__dict__)
+    else:
+        _minimal_namespace(user.__dict__)
+        _minimal_builtins()
+        _minimal_hooks()
+    builtins.input = _input
     if "getpass" in sys.modules:
         _patch_getpass(sys.modules["getpass"])
     try:
@@ -902,34 +1219,34 @@ def _setup():
         pass
     sys.meta_path.insert(0, _PostImportFinder())
     sys.argv[:] = [""]
-    if sys.path and os.path.abspath(sys.path[0] or ".") == _DIR:
-        del sys.path[0]
 
 
-def _main():
+def _main(mode="minimal"):
     """The request loop (runner.py has sent the hello frame already)."""
-    _setup()
+    _setup(mode)
     while True:
-        req = _recv()
-        handler = _HANDLERS.get(req.get("type"))
+        req = _next_request()
+        kind = req.get("type")
+        handler = (_IPYTHON_HANDLERS if _S.mode == "ipython" else _MINIMAL_HANDLERS).get(kind)
         if handler is None:
-            continue                  # stray input_reply, unknown types
+            if kind not in _STRAY:
+                _bad_request("unknown request type %r" % (kind[:40],), req.get("seq"))
+            continue
         if isinstance(req.get("seq"), int):
             _S.seq = req["seq"]
-            if req.get("type") in ("execute", "comm_open", "comm_msg", "comm_close"):
+            if kind in ("execute", "comm_open", "comm_msg", "comm_close"):
                 # what is printed from now on belongs to this request
-                _send({"type": "started"})
+                _send({"type": "started"})      # ordered: waits for the ack
         try:
             handler(req)
         except BaseException as e:    # a runner bug must not end the session
-            _S.sigmode = 0
+            _S.sigmode = _SIG_IGNORE
             _S.in_cell = False
             try:
                 sys.__stderr__.write("cellblock runner: internal error: %r\n" % (e,))
             except Exception:
                 pass
-            if req.get("type") == "execute":
+            if kind == "execute":
                 _send({"type": "done", "status": "error", "ename": type(e).__name__,
                        "evalue": str(e), "traceback": [], "user_expressions": {},
                        "payload": []})
-

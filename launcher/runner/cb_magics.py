@@ -279,9 +279,9 @@ def _timeit(args, g, l, body=None):
     mean = sum(runs) / len(runs)
     std = math.sqrt(sum((x - mean) ** 2 for x in runs) / len(runs))
     if not quiet:
-        print("%s \xb1 %s per loop (mean \xb1 std. dev. of %d run%s, %d loop%s each)" % (
+        print("%s \xb1 %s per loop (mean \xb1 std. dev. of %d run%s, %s loop%s each)" % (
             _fmt_time(mean), _fmt_time(std), repeat, "" if repeat == 1 else "s",
-            number, "" if number == 1 else "s"))
+            format(number, ","), "" if number == 1 else "s"))
     return None
 
 

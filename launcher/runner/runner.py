@@ -6,9 +6,14 @@ JSON frames (docs/RUNNER_PROTOCOL.md, section 3).
 
 This entry point is deliberately tiny: it ignores SIGINT, sends the hello
 frame at once, and only then compiles and loads the rest (cb_core.py, which
-imports cb_display/cb_assist/cb_magics on demand), so the kernel learns that
-the sandbox is up while the runner finishes loading.  The sandbox has no
-writable __pycache__: every line of the runner is compiled at each start.
+imports the other cb_*.py modules on demand), so the kernel learns that the
+sandbox is up while the runner finishes loading.
+
+The hello frame says which shell will run the cells: "ipython" when the
+interpreter can import IPython (cb_shell.py, a real InteractiveShell loaded
+while the sandbox is idle), else "minimal" (cb_core's own executor).  Finding
+that out must not import IPython (most of a second): the package is only
+located, and its version read from IPython/core/release.py as text.
 """
 
 import sys
@@ -16,20 +21,73 @@ import os
 import _signal
 
 PROTOCOL_VERSION = 2
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# IPython/core/release.py names its version parts like this
+_RELEASE_PARTS = ("_version_major", "_version_minor", "_version_patch", "_version_extra")
 
 
 def _ignore_sigint(signum, frame):
     pass
 
 
-def _hello():
+def _release_version(path):
+    """'8.5.0' from release.py's plain assignments (the last one of each part wins)."""
+    parts = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            name, eq, value = line.partition("=")
+            name = name.strip()
+            if not eq or name not in _RELEASE_PARTS or line[:1].isspace():
+                continue
+            value = value.split("#", 1)[0].strip()
+            if value.isdigit():
+                parts[name] = value
+            elif len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                parts[name] = value[1:-1]
+    if not all(p in parts for p in _RELEASE_PARTS[:3]):
+        return ""
+    version = ".".join(parts[p] for p in _RELEASE_PARTS[:3]) + parts.get("_version_extra", "")
+    return version if version.isprintable() and len(version) < 64 else ""
+
+
+def shell_info():
+    """-> ("ipython", version) when IPython can be imported, else ("minimal", "").
+
+    CELLBLOCK_SHELL=minimal in the environment forces the minimal runner."""
+    if os.environ.get("CELLBLOCK_SHELL") == "minimal":
+        return "minimal", ""
+    finder = None
+    for f in sys.meta_path:
+        if getattr(f, "__name__", "") == "PathFinder":
+            finder = f
+            break
+    try:
+        path = [p for p in sys.path if p and os.path.abspath(p) != _HERE]
+        spec = finder.find_spec("IPython", path) if finder is not None else None
+    except Exception:
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return "minimal", ""
+    version = ""
+    for loc in spec.submodule_search_locations:
+        try:
+            version = _release_version(os.path.join(loc, "core", "release.py"))
+        except (OSError, UnicodeDecodeError):
+            continue
+        if version:
+            break
+    return "ipython", version
+
+
+def _hello(shell, version):
     impl = sys.implementation.name
     if not impl.isidentifier():
         impl = "unknown"
     body = ('{"type":"hello","version":%d,"python_version":"%d.%d.%d",'
-            '"implementation":"%s","pid":%d}' % (
-                (PROTOCOL_VERSION,) + tuple(sys.version_info[:3]) + (impl, os.getpid())))
-    data = body.encode("ascii")
+            '"implementation":"%s","pid":%d,"shell":"%s","shell_version":"%s"}' % (
+                (PROTOCOL_VERSION,) + tuple(sys.version_info[:3]) +
+                (impl, os.getpid(), shell, version.replace("\\", "").replace('"', ""))))
+    data = body.encode("ascii", "replace")
     view = memoryview(len(data).to_bytes(4, "big") + data)
     while view:
         view = view[os.write(3, view):]
@@ -37,9 +95,8 @@ def _hello():
 
 def _load_core():
     import importlib.util
-    here = os.path.dirname(os.path.abspath(__file__))
     spec = importlib.util.spec_from_file_location("_cellblock_runner",
-                                                  os.path.join(here, "cb_core.py"))
+                                                  os.path.join(_HERE, "cb_core.py"))
     core = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = core
     spec.loader.exec_module(core)
@@ -48,8 +105,9 @@ def _load_core():
 
 if __name__ == "__main__":
     _signal.signal(_signal.SIGINT, _ignore_sigint)
+    shell, version = shell_info()
     try:
-        _hello()
+        _hello(shell, version)
     except OSError:
         os._exit(0)
-    _load_core()._main()
+    _load_core()._main(shell)

@@ -11,6 +11,9 @@ were written from IPython/ipykernel behaviour; the few cellblock-only points
 
 import ast
 import base64
+import functools
+import json
+import subprocess
 import re
 import struct
 import textwrap
@@ -19,6 +22,23 @@ import zlib
 import pytest
 
 from .helpers import is_cellblock
+
+
+@functools.lru_cache(maxsize=None)
+def minimal_runner():
+    """True when cellblock runs its minimal runner (the sandbox's Python has no
+    IPython): then the docs/MAGICS.md subset and cellblock's own display
+    builtins apply.  With IPython, cells run through IPython's shell and
+    behave as under ipykernel."""
+    if not is_cellblock():
+        return False
+    from .conftest import KSPEC_FILE
+    with open(KSPEC_FILE) as f:
+        argv = json.load(f)["argv"]
+    python = argv[argv.index("--python") + 1] if "--python" in argv else "/usr/bin/python3"
+    probe = subprocess.run([python, "-I", "-c", "import importlib.util, sys; "
+                            "sys.exit(importlib.util.find_spec('IPython') is None)"])
+    return probe.returncode != 0
 
 # --------------------------------------------------------------------------
 # helpers
@@ -295,8 +315,8 @@ def _check_png_display(c):
     data = base64.b64decode(c["data"]["image/png"])
     w, h = png_size(data)
     md = c["metadata"].get("image/png")
-    if not is_cellblock() and md is None:
-        return data  # ipykernel only sets it for retina figures
+    if not minimal_runner() and md is None:
+        return data  # IPython's inline backend only sets it for retina figures
     assert isinstance(md, dict), f"image/png metadata missing: {c['metadata']}"
     assert md.get("width") and md.get("height"), md
     # width/height are the displayed size: the pixel size, or half of it for
@@ -387,9 +407,9 @@ def test_display_without_import(shared_kernel):
 
 
 def builtins():
-    """display/update_display/clear_output are builtins in cellblock; ipykernel
-    has only display() without import."""
-    return "" if is_cellblock() else "from IPython.display import update_display, clear_output\n"
+    """display/update_display/clear_output are builtins in cellblock's minimal
+    runner; IPython (ipykernel) has only display() without import."""
+    return "" if minimal_runner() else "from IPython.display import update_display, clear_output\n"
 
 
 def test_display_id_updates(shared_kernel):
@@ -451,6 +471,9 @@ def test_clear_output_wait(shared_kernel):
 
 @pytest.mark.cellblock_only
 def test_ipython_not_imported_at_startup(kernel):
+    if not minimal_runner():
+        pytest.skip("with IPython in the sandbox it is loaded while idle; "
+                    "tests/runner/test_ipython.py checks that it stays off the critical path")
     r = run(kernel, "import sys\n"
                     "print(sorted(m for m in ('IPython', 'matplotlib', 'pandas') if m in sys.modules))")
     assert r.stream().strip() == "[]", r.stream()
@@ -526,7 +549,7 @@ def test_ipython_display_functions_are_cellblocks(shared_kernel):
 def test_shell_escape_streams(shared_kernel):
     r = run(shared_kernel, "!echo hi\n!echo err 1>&2\nprint('py')")
     out = r.stream("stdout").replace("\r\n", "\n")  # IPython runs ! in a pty
-    if is_cellblock():
+    if minimal_runner():
         assert out == "hi\npy\n", out
         assert r.stream("stderr") == "err\n"
     else:  # IPython merges stderr into stdout

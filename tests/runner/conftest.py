@@ -1,3 +1,13 @@
+"""Fixtures: the runner (launcher/runner/runner.py) driven directly over a
+socketpair, in each of its two shells.
+
+Every test runs twice: with the IPython shell ("ipython": cells through a
+real InteractiveShell, the default when the interpreter has IPython) and
+with the minimal runner ("minimal": CELLBLOCK_SHELL=minimal).  A test that
+is about one of them says so with @pytest.mark.shell("ipython") or
+@pytest.mark.shell("minimal"); `runner.shell` tells a test which it got.
+"""
+
 import os
 import sys
 
@@ -7,16 +17,28 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from .rclient import Runner  # noqa: E402
 
-
-@pytest.fixture
-def runner(tmp_path):
-    r = Runner(cwd=str(tmp_path))
-    yield r
-    r.close()
+SHELLS = ("ipython", "minimal")
 
 
-@pytest.fixture(scope="module")
-def shared_runner(tmp_path_factory):
-    r = Runner(cwd=str(tmp_path_factory.mktemp("shared")))
+def pytest_configure(config):
+    config.addinivalue_line("markers", "shell(name): run only with that runner shell")
+
+
+def _start(request, cwd):
+    shell = request.param
+    m = request.node.get_closest_marker("shell")
+    if m is not None and shell not in m.args:
+        pytest.skip("a test of the %s shell" % " / ".join(m.args))
+    env = {"CELLBLOCK_SHELL": "minimal"} if shell == "minimal" else None
+    r = Runner(cwd=cwd, env=env)
+    if r.hello.get("shell") != shell:
+        r.close()
+        pytest.skip("the sandbox's Python has no IPython")
+    return r
+
+
+@pytest.fixture(params=SHELLS)
+def runner(request, tmp_path):
+    r = _start(request, str(tmp_path))
     yield r
     r.close()

@@ -21,7 +21,7 @@ ACKED = {"display", "update_display", "execute_result", "clear_output", "error",
 class Runner:
     """One runner process: frames on .sock, raw output collected from pipes."""
 
-    def __init__(self, cwd=None, env=None):
+    def __init__(self, cwd=None, env=None, path=None):
         self.seqs = []  # seq of every frame received
         self.started = []  # seq of every `started` frame
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -39,7 +39,7 @@ class Runner:
             os.set_inheritable(3, True)
 
         self.proc = subprocess.Popen(
-            [PYTHON, "-I", "-u", RUNNER], stdin=subprocess.DEVNULL,
+            [PYTHON, "-I", "-u", path or RUNNER], stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=cwd,
             preexec_fn=preexec, close_fds=False)
         child.close()
@@ -50,6 +50,7 @@ class Runner:
         self.events = []
         self.hello = self.recv(timeout=20)
         self.startup = time.perf_counter() - self.t0
+        self.shell = self.hello.get("shell")
 
     # -- low level
     seq = 0       # the last request's sequence number

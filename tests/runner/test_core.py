@@ -1,6 +1,7 @@
 """The runner's issue-2 features, frame by frame (fd 3) and byte by byte (fd 1/2)."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -99,7 +100,9 @@ def test_persistent_globals_and_main(runner):
     assert frames[0]["data"]["text/plain"] == "41"
     frames, _, _, _ = runner.execute("sorted(k for k in globals() if not k.startswith('_') "
                                      "and k not in ('In', 'Out', 'a', 'f', 'sys'))")
-    assert frames[0]["data"]["text/plain"] == "[]"
+    # IPython's user namespace also has exit, quit and get_ipython, as under ipykernel
+    extra = "['exit', 'get_ipython', 'quit']" if runner.shell == "ipython" else "[]"
+    assert frames[0]["data"]["text/plain"] == extra
     frames, _, _, _ = runner.execute("type(__builtins__).__name__")
     assert frames[0]["data"]["text/plain"] == "'module'"
 
@@ -123,6 +126,30 @@ def test_silent_sends_no_result(runner):
     assert frames == [] and done["status"] == "ok" and out == "x\n"
 
 
+def _plain(lines):
+    """Traceback text without ANSI colours."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(lines))
+
+
+@pytest.mark.shell("ipython")
+def test_ipython_traceback(runner):
+    frames, done, out, err = runner.execute("def g():\n    return 1/0\n\ng()", execution_count=7)
+    assert out == "" and err == ""
+    assert len(frames) == 1 and frames[0]["type"] == "error"
+    e = frames[0]
+    assert e["ename"] == "ZeroDivisionError" and e["evalue"] == "division by zero"
+    text = _plain(e["traceback"])
+    assert "Traceback (most recent call last)" in text.splitlines()[1]
+    assert "runner.py" not in text and "cb_" not in text
+    assert "Cell In [7], line 4" in text and "----> 4 g()" in text
+    assert "Cell In [7], line 2, in g()" in text and "----> 2     return 1/0" in text
+    assert text.endswith("ZeroDivisionError: division by zero")
+    assert done["status"] == "error"
+    assert (done["ename"], done["evalue"], done["traceback"]) == (
+        e["ename"], e["evalue"], e["traceback"])
+
+
+@pytest.mark.shell("minimal")
 def test_error_traceback_without_runner_frames(runner):
     frames, done, out, err = runner.execute("def g():\n    return 1/0\n\ng()")
     assert out == "" and err == ""
@@ -153,8 +180,9 @@ def test_syntax_error(runner):
     frames, done, _, _ = runner.execute("x = 1\ny = (1,\n")
     e = frames[0]
     assert e["ename"] == "SyntaxError"
-    assert "never closed" in e["evalue"]
-    text = "\n".join(e["traceback"])
+    # IPython compiles as codeop does, which says "incomplete input"
+    assert ("never closed" if runner.shell == "minimal" else "incomplete input") in e["evalue"]
+    text = _plain(e["traceback"])
     assert "line 2" in text and "y = (1," in text and "^" in text
     assert "Traceback" not in text and "runner.py" not in text
     frames, done, _, _ = runner.execute("for x in 1 2:\n  pass")
@@ -229,8 +257,9 @@ def test_keyboard_interrupt_busy_loop(runner):
     os.kill(runner.proc.pid, signal.SIGINT)
     err = runner.recv(10)
     assert err["type"] == "error" and err["ename"] == "KeyboardInterrupt"
-    text = "\n".join(err["traceback"])
-    assert "runner.py" not in text and "<module>" in text
+    text = _plain(err["traceback"])
+    assert "runner.py" not in text and "cb_" not in text
+    assert ("<module>" if runner.shell == "minimal" else "----> 2 while True:") in text
     done = runner.recv(10)
     assert done["type"] == "done" and done["status"] == "error"
     assert done["ename"] == "KeyboardInterrupt"
@@ -399,6 +428,20 @@ def test_complete_globals_builtins_keywords(runner):
     assert r["matches"] == ["my_variable"] and (r["cursor_start"], r["cursor_end"]) == (4, 8)
 
 
+@pytest.mark.shell("ipython")
+def test_complete_attributes_ipython(runner):
+    """IPython's completer (jedi, as under ipykernel): the match replaces the
+    attribute only, and its types come in the metadata."""
+    runner.execute("import os\nclass C:\n    alpha = 1\n    def beta(self): pass\nc = C()")
+    r = _complete(runner, "c.")
+    assert r["matches"] == ["alpha", "beta"] and (r["cursor_start"], r["cursor_end"]) == (2, 2)
+    types = r["metadata"]["_jupyter_types_experimental"]
+    assert [(t["text"], t["type"]) for t in types] == [("alpha", "instance"), ("beta", "function")]
+    r = _complete(runner, "os.path.jo")
+    assert r["matches"] == ["join"] and r["cursor_start"] == len("os.path.")
+
+
+@pytest.mark.shell("minimal")
 def test_complete_attributes(runner):
     runner.execute("import os\nclass C:\n    alpha = 1\n    def beta(self): pass\nc = C()")
     r = _complete(runner, "c.")
@@ -411,6 +454,7 @@ def test_complete_attributes(runner):
     assert _complete(runner, "boom().x")["matches"] == []
 
 
+@pytest.mark.shell("minimal")
 def test_complete_no_side_effects(runner):
     runner.execute("class P:\n    @property\n    def p(self):\n        print('RAN')\n        return 1\n"
                    "o = P()")
@@ -421,6 +465,7 @@ def test_complete_no_side_effects(runner):
     assert _complete(runner, "print('x').")["matches"] == []
 
 
+@pytest.mark.shell("minimal")
 def test_complete_unicode_positions(runner):
     runner.execute("d\u00e9j\u00e0 = 1\n\U0001F600x = 2" if False else "d\u00e9j\u00e0_vu = 1")
     code = "s = '\U0001F600\U0001F600'; d\u00e9j"
@@ -430,6 +475,7 @@ def test_complete_unicode_positions(runner):
     assert r["cursor_end"] == len(code) and r["cursor_start"] == len(code) - 3
 
 
+@pytest.mark.shell("minimal")
 def test_complete_imports(runner):
     r = _complete(runner, "import jso")
     assert "json" in r["matches"] and r["cursor_start"] == 7
@@ -443,6 +489,7 @@ def test_complete_imports(runner):
     assert "json" in r["matches"]
 
 
+@pytest.mark.shell("minimal")
 def test_complete_dict_keys(runner):
     runner.execute("dd = {'apple': 1, 'apricot': 2, 3: 4}")
     r = _complete(runner, "dd['ap")
@@ -453,13 +500,13 @@ def test_inspect(runner):
     runner.execute("def func(a, b=2):\n    '''Adds things.'''\n    return a + b\n")
     r = runner.request({"type": "inspect", "code": "func", "cursor_pos": 2, "detail_level": 0})
     assert r["type"] == "inspect_reply" and r["found"] is True
-    text = r["data"]["text/plain"]
+    text = _plain([r["data"]["text/plain"]])
     assert "func(a, b=2)" in text and "Adds things." in text
     r = runner.request({"type": "inspect", "code": "func", "cursor_pos": 4, "detail_level": 1})
-    assert "return a + b" in r["data"]["text/plain"]
+    assert "return a + b" in _plain([r["data"]["text/plain"]])
     r = runner.request({"type": "inspect", "code": "func(1, ", "cursor_pos": 8,
                         "detail_level": 0})
-    assert r["found"] and "func(a, b=2)" in r["data"]["text/plain"]
+    assert r["found"] and "func(a, b=2)" in _plain([r["data"]["text/plain"]])
     r = runner.request({"type": "inspect", "code": "nothing_here", "cursor_pos": 3,
                         "detail_level": 0})
     assert r == {"type": "inspect_reply", "found": False, "data": {}, "metadata": {}}
@@ -518,14 +565,17 @@ def test_help_page(runner, code):
 def test_help_page_source(runner):
     runner.execute("def mine():\n    return 123\n")
     p = runner.execute("mine??")[1]["payload"][0]
-    assert "return 123" in p["data"]["text/plain"]
+    assert "return 123" in _plain([p["data"]["text/plain"]])
     p = runner.execute("mine?")[1]["payload"][0]
-    assert "Signature: mine()" in p["data"]["text/plain"]
+    assert "Signature: mine()" in _plain([p["data"]["text/plain"]])
 
 
 def test_help_not_found(runner):
-    _, done, _, _ = runner.execute("no_such_thing?")
-    assert "not found" in done["payload"][0]["data"]["text/plain"]
+    _, done, out, _ = runner.execute("no_such_thing?")
+    if runner.shell == "ipython":      # IPython prints it; there is no page
+        assert done["payload"] == [] and out == "Object `no_such_thing` not found.\n"
+    else:
+        assert "not found" in done["payload"][0]["data"]["text/plain"]
 
 
 def test_runner_death_on_eof(runner):

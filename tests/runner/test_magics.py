@@ -1,19 +1,30 @@
-"""The IPython-syntax subset (docs/MAGICS.md)."""
+"""IPython syntax: IPython's own under the IPython shell, the minimal
+runner's subset (cb_magics) otherwise."""
 
 import os
 import re
+
+import pytest
+
+
+def _plain(lines):
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(lines))
 
 
 def test_shell_command(runner):
     frames, done, out, err = runner.execute("print('a')\n!echo hi; echo oops >&2\nprint('b')")
     assert done["status"] == "ok", done
-    assert out == "a\nhi\nb\n" and err == "oops\n"
+    if runner.shell == "ipython":
+        # as through ipykernel's pty: one stream, CR LF line ends
+        assert out == "a\nhi\r\noops\r\nb\n" and err == ""
+    else:
+        assert out == "a\nhi\nb\n" and err == "oops\n"
 
 
 def test_shell_indented_and_getoutput(runner):
     frames, done, out, _ = runner.execute(
         "for i in range(2):\n    !echo loop\nfiles = !printf 'x\\ny\\n'\nfiles")
-    assert out == "loop\nloop\n"
+    assert out == ("loop\r\nloop\r\n" if runner.shell == "ipython" else "loop\nloop\n")
     assert frames[0]["data"]["text/plain"] == "['x', 'y']"
 
 
@@ -32,10 +43,11 @@ def test_strings_and_continuations_untouched(runner):
 
 def test_line_numbers_preserved(runner):
     frames, done, _, _ = runner.execute("%pwd\n!true\nx = 1\n1/0")
-    text = "\n".join(frames[0]["traceback"])
+    text = _plain(frames[0]["traceback"])
     assert "line 4" in text and "1/0" in text
 
 
+@pytest.mark.shell("minimal")
 def test_magic_line_shown_in_traceback(runner):
     frames, done, _, _ = runner.execute("%time 1/0")
     assert frames[-1]["ename"] == "ZeroDivisionError"
@@ -58,6 +70,7 @@ def test_cell_time(runner):
     assert frames[0]["data"]["text/plain"] == "6"
 
 
+@pytest.mark.shell("minimal")
 def test_cell_time_error_line(runner):
     frames, done, _, _ = runner.execute("%%time\nx = 1\nraise ValueError('in cell')")
     text = "\n".join(frames[0]["traceback"])
@@ -71,9 +84,10 @@ def test_timeit(runner):
         r"^[\d.]+ (ns|\xb5s|ms|s) \xb1 [\d.]+ (ns|\xb5s|ms|s) per loop "
         r"\(mean \xb1 std\. dev\. of 3 runs, 10 loops each\)\n$", out), out
     frames, done, out, _ = runner.execute("y = 3\n%timeit y + 1")
-    assert re.search(r"per loop \(mean \xb1 std\. dev\. of 7 runs, \d+ loops each\)", out), out
+    assert re.search(r"per loop \(mean \xb1 std\. dev\. of 7 runs, [\d,]+ loops each\)", out), out
 
 
+@pytest.mark.shell("minimal")
 def test_pwd_cd(runner, tmp_path):
     frames, _, _, _ = runner.execute("%pwd")
     assert frames[0]["data"]["text/plain"] == repr(str(tmp_path))
@@ -103,6 +117,16 @@ def test_pip_failure_mentions_network(runner):
     assert "network" in err
 
 
+@pytest.mark.shell("ipython")
+def test_unknown_magic_ipython(runner):
+    """As IPython (and ipykernel) have it: the UsageError on stderr, no error output."""
+    frames, done, out, err = runner.execute("print('x')\n%foo bar")
+    assert frames == [] and out == "x\n"
+    assert err == "UsageError: Line magic function `%foo` not found.\n"
+    assert (done["status"], done["ename"], done["traceback"]) == ("error", "UsageError", [])
+
+
+@pytest.mark.shell("minimal")
 def test_unknown_magic(runner):
     frames, done, out, _ = runner.execute("print('x')\n%foo bar")
     assert frames[0]["ename"] == "UsageError"

@@ -298,7 +298,9 @@ print('CPU', os.times().children_user + os.times().children_system, 'WALL', time
     cpu = float(out.split("CPU")[1].split()[0])
     if os.cpu_count() < 2 and small_kernel.control:
         pytest.skip("one CPU: the control cannot show more than one CPU of use")
-    verdict(small_kernel, cpu > 2.5, "used %.1f CPU-seconds in 2 s" % cpu)
+    # 0.5 CPU for 2 s is 1.0 CPU-second at most; unconfined, two spinners get
+    # up to 4 on two cores (less on a loaded machine, hence the margin)
+    verdict(small_kernel, cpu > 1.6, "used %.1f CPU-seconds in 2 s" % cpu)
 
 
 # ---- persistence ------------------------------------------------------------------------

@@ -35,6 +35,10 @@ def frame(o, seq=None, raw=None):
 '''
 
 MIB = 1 << 20
+# AddressSanitizer's shadow memory, quarantine and slower code make the
+# kernel's RSS and CPU say nothing about the bounds: those figures are
+# checked on the normal build (the sanitizer run still drives every attack).
+SANITIZED = os.path.basename(BUILD.rstrip("/")).startswith("build-sanitize")
 
 
 def _status(pid, key):
@@ -234,10 +238,12 @@ for i in range(4):                                    # four 2 MiB .json artifac
         after = _status(pid, "VmRSS") - base
         print("\nkernel RSS: base %.1f MiB, peak +%.1f MiB, after +%.1f MiB"
               % (base / MIB, peak / MIB, after / MIB))
-        assert peak < 64 * MIB, "kernel peak RSS grew by %.1f MiB" % (peak / MIB)
-        assert after < 16 * MIB, "kernel kept %.1f MiB after the frames" % (after / MIB)
         reply, _ = _run(k, "print('still serving')")
         assert reply["content"]["status"] == "ok"
+        if SANITIZED:
+            return
+        assert peak < 64 * MIB, "kernel peak RSS grew by %.1f MiB" % (peak / MIB)
+        assert after < 16 * MIB, "kernel kept %.1f MiB after the frames" % (after / MIB)
     finally:
         k.shutdown()
 
@@ -263,8 +269,9 @@ while time.monotonic() < end:
         peak = _status(pid, "VmHWM") - base
         print("\nack flood: kernel peak +%.1f MiB, CPU %.2f s in %.1f s" % (peak / MIB, cpu, wall))
         n = sum(m["msg_type"] == "clear_output" for m in msgs)
-        assert peak < 32 * MIB
-        assert cpu < 0.5 * wall
+        assert SANITIZED or peak < 32 * MIB
+        # measured: ~0.4 s in 10 s; a quarter of a core leaves room for a loaded machine
+        assert SANITIZED or cpu < 0.25 * wall
         assert reply["content"]["status"] == "error"  # the timeout ended it
         # while the acks went unread one frame was relayed; after the interrupt
         # the runner read them, and the rest came at most at the frame rate
@@ -298,7 +305,7 @@ print("frames written", n)
         cpu, wall = _cpu_s(pid) - cpu0, time.monotonic() - t0
         n = sum(m["msg_type"] == "clear_output" for m in msgs)
         print("\nflood: %d frames relayed, kernel CPU %.2f s in %.1f s" % (n, cpu, wall))
-        assert cpu < 0.5 * wall, "the kernel spent %.2f s of CPU in %.1f s" % (cpu, wall)
+        assert SANITIZED or cpu < 0.5 * wall, "the kernel spent %.2f s of CPU in %.1f s" % (cpu, wall)
         assert n <= 5000 * wall + 1000, "rate limit not applied (%d frames)" % n
     finally:
         k.shutdown()

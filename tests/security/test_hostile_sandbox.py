@@ -429,3 +429,34 @@ def test_no_cgroup_left_after_hard_kill(cgroup_host, how):
             assert left == [], "cgroups left after an ordinary shutdown: %s" % left
         elif k.km is not None:
             k.shutdown()
+
+
+def test_a_launcher_killed_mid_freeze_leaves_nothing_frozen(cgroup_host):
+    """cgroup v1 teardown freezes the sandbox, kills every member, thaws.  A
+    launcher SIGKILLed between FROZEN and THAWED leaves frozen processes that
+    SIGKILL cannot end; the kernel's clean-up (and any later sweep) thaws them
+    first, so nothing stays behind."""
+    k, kp, lp = _start()
+    try:
+        freezers = [g for g in _groups_of([], [lp]) if "/freezer/" in g]
+        if not freezers:
+            skip_or_fail("no cgroup v1 freezer hierarchy here")
+        runner = _runner_of(lp)
+        assert runner, "no runner found under launcher %d" % lp
+        rst = _start_time(runner)
+        with open(os.path.join(freezers[0], "freezer.state"), "w") as f:
+            f.write("FROZEN")                      # as the launcher's teardown does
+        time.sleep(0.2)
+        os.kill(lp, signal.SIGKILL)                # ... and then it dies
+        out, _ = k.run("print('after')")
+        if "after" not in out:
+            out, _ = k.run("print('after')")
+        assert "after" in out, out
+        deadline = time.time() + 20
+        while not _dead(runner, rst) and time.time() < deadline:
+            time.sleep(0.1)
+        assert _dead(runner, rst), "the frozen runner %d survived" % runner
+        left = _wait_gone([], [lp])
+        assert left == [], "cgroups of the killed launcher left: %s" % left
+    finally:
+        k.shutdown()

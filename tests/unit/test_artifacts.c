@@ -455,6 +455,75 @@ static void test_changes(void) {
     cb_artifacts_destroy(&a);
 }
 
+/* cb_artifacts_baseline: what is there when the sandbox starts (a
+ * --workdir-source folder) is not an artifact until a cell changes it. */
+static void test_baseline(void) {
+    s_fresh();
+    s_puts("a.csv", "1,2\n");
+    s_puts("b.csv", "3,4\n");
+    s_mkdir("sub");
+    uint8_t png[512];
+    size_t n = s_png(png);
+    s_write("sub/c.png", png, n);
+    TAP_EQ_INT(symlinkat("a.csv", s_dirfd, "l.csv"), 0, "a symlink in the folder");
+    cb_artifacts_t *a = s_new(CB_ARTIFACTS_ALL, false);
+    TAP_EQ_INT(cb_artifacts_baseline(a, s_dirfd), 0, "baseline");
+    json_t *b = s_collect(a, NULL);
+    TAP_EQ_INT(json_array_size(b), 0, "baseline files, a symlink included: nothing returned");
+    json_decref(b);
+
+    s_sleep_tick();
+    fchmodat(s_dirfd, "a.csv", 0600, 0);
+    /* an overlay's copy-up: a new inode, same bytes, same size and mtime */
+    struct stat st;
+    fstatat(s_dirfd, "b.csv", &st, 0);
+    s_puts("b.tmp", "3,4\n");
+    s_set_mtime("b.tmp", st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    renameat(s_dirfd, "b.tmp", s_dirfd, "b.csv");
+    b = s_collect(a, NULL);
+    TAP_EQ_INT(json_array_size(b), 0, "chmod and copy-up of baseline files: not returned");
+    json_decref(b);
+
+    s_puts("a.csv", "1,2\n5,6\n");
+    s_puts("d.csv", "new\n");
+    s_set_mtime("sub/c.png", 1000000000, 0);
+    b = s_collect(a, NULL);
+    TAP_OK(json_array_size(b) == 3 && s_find(b, "a.csv") && s_find(b, "d.csv") &&
+               s_find(b, "sub/c.png"),
+           "changed, new and touched files are returned (%zu)", json_array_size(b));
+    json_decref(b);
+    b = s_collect(a, NULL);
+    TAP_EQ_INT(json_array_size(b), 0, "and only once");
+    json_decref(b);
+    TAP_EQ_INT(cb_artifacts_baseline(a, s_dirfd), 0, "a new baseline (a fresh sandbox)");
+    b = s_collect(a, NULL);
+    TAP_EQ_INT(json_array_size(b), 0, "... forgets what was sent and takes all as seen");
+    json_decref(b);
+    cb_artifacts_destroy(&a);
+
+    /* a folder larger than the scan: the notice comes once, not every cell */
+    cb_artifacts_limits_t lim;
+    cb_artifacts_limits_default(&lim);
+    lim.max_entries = 4;
+    a = cb_artifacts_new(&lim);
+    TAP_EQ_INT(cb_artifacts_baseline(a, s_dirfd), 0, "truncated baseline");
+    b = s_collect(a, NULL);
+    TAP_EQ_STR(s_reason(b, "."), "scan_limit", "first collect says the scan stopped");
+    json_decref(b);
+    b = s_collect(a, NULL);
+    TAP_OK(s_notice(b) == NULL, "later collects do not repeat it");
+    json_decref(b);
+    cb_artifacts_reset(a);
+    b = s_collect(a, NULL);
+    TAP_EQ_STR(s_reason(b, "."), "scan_limit", "without a baseline it is said every time");
+    json_decref(b);
+    TAP_EQ_INT(cb_artifacts_baseline(a, -1), -1, "a bad dirfd fails");
+    cb_artifacts_destroy(&a);
+    a = s_new(CB_ARTIFACTS_NONE, false);
+    TAP_EQ_INT(cb_artifacts_baseline(a, s_dirfd), 0, "--artifacts none: nothing to do");
+    cb_artifacts_destroy(&a);
+}
+
 static void test_tree_and_names(void) {
     s_fresh();
     s_mkdir("out");
@@ -923,6 +992,7 @@ int main(void) {
     test_api();
     test_kinds();
     test_changes();
+    test_baseline();
     test_tree_and_names();
     test_content_checks();
     test_limits();

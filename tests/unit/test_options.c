@@ -89,6 +89,61 @@ int main(void) {
            "a traitlets option is ignored, not fatal");
     TAP_OK(s_kernel("bogus", "1") == -1, "an unknown option is refused");
 
+    /* issue 11: --env and --workdir-source */
+    TAP_OK(s_kernel("env", "API_KEY") == 0, "--env NAME");
+    TAP_OK(s_kernel("env", "A_1=x=y") == 0, "--env NAME=VALUE (the value may hold '=')");
+    TAP_OK(s_kernel("env", "PYTHONHASHSEED=0") == 0, "--env PYTHONHASHSEED allowed");
+    TAP_OK(s_kernel("env", "TZ") == 0 && s_kernel("env", "LANG=de_DE.UTF-8") == 0,
+           "locale and TZ may be set");
+    static const char *const refused[] = {"LD_PRELOAD=/x.so",
+                                          "LD_LIBRARY_PATH",
+                                          "LD_AUDIT=x",
+                                          "PYTHONPATH=/x",
+                                          "PYTHONSTARTUP",
+                                          "PYTHONHOME",
+                                          "PATH=/x",
+                                          "HOME",
+                                          "TMPDIR=/",
+                                          "HTTPS_PROXY=x",
+                                          "GLIBC_TUNABLES",
+                                          "CELLBLOCK_X",
+                                          "1A",
+                                          "A-B",
+                                          "=x",
+                                          ""};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        int rc = s_launcher("env", refused[i], err, sizeof err);
+        TAP_OK(rc == -1 && strstr(err, "--env") != NULL, "--env '%s' refused (%s)", refused[i],
+               err);
+        TAP_OK(s_kernel("env", refused[i]) == -1, "kernel refuses --env '%s'", refused[i]);
+    }
+    char longname[CB_ENV_NAME_MAX + 2];
+    memset(longname, 'A', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    TAP_OK(s_kernel("env", longname) == -1, "--env NAME over %d bytes refused", CB_ENV_NAME_MAX);
+    TAP_OK(s_kernel("workdir-source", "cwd") == 0, "--workdir-source cwd");
+    TAP_OK(s_kernel("workdir-source", "/usr/share") == 0, "--workdir-source DIR");
+    TAP_OK(s_kernel("workdir-source", "rel/dir") == -1, "relative DIR refused");
+    TAP_OK(s_kernel("workdir-source", "/no/such/dir") == -1, "missing DIR refused");
+    TAP_OK(s_kernel("workdir-source", "/etc/hostname") == -1, "a file is no DIR");
+    static const char *const sys_dirs[] = {"/",     "/etc",       "/proc",   "/usr",
+                                           "/home", "/proc/self", "/etc/ssl"};
+    for (size_t i = 0; i < sizeof sys_dirs / sizeof sys_dirs[0]; i++)
+        TAP_OK(s_kernel("workdir-source", sys_dirs[i]) == -1, "--workdir-source %s refused",
+               sys_dirs[i]);
+    {
+        const char *av[] = {"k", "-f", "/c.json", "--sandbox", "none", "--workdir-source", "cwd"};
+        cb_opts_t *ko2 = calloc(1, sizeof *ko2);
+        int saved = dup(2), null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+        int rc = cb_opts_parse(7, (char **) av, ko2, "test", NULL, NULL);
+        dup2(saved, 2);
+        close(saved);
+        close(null);
+        TAP_EQ_INT(rc, CB_OPTS_EXIT_USAGE, "--workdir-source with --sandbox none refused");
+        free(ko2);
+    }
+
     const char *la[] = {"x",         "--sandbox=none",   "--memory", "256",
                         "--pids=10", "--cpus",           "0.5",      "--ro-bind",
                         "/d:/mnt/d", "--require-limits", "--python", "/usr/bin/python3",
@@ -107,12 +162,28 @@ int main(void) {
     cb_options_fini(&o);
 
     /* kernel -> launcher: canonical forms the launcher parses back to the same values */
-    const char *ka[] = {"k",         "-f",        "/c.json", "--memory",
-                        "2g",        "--cpus",    "0.25",    "--ro-bind",
-                        "/a:/b",     "--ro-bind", "/c:/d",   "--require-limits",
-                        "--timeout", "5"};
+    const char *ka[] = {"k",
+                        "-f",
+                        "/c.json",
+                        "--memory",
+                        "2g",
+                        "--cpus",
+                        "0.25",
+                        "--ro-bind",
+                        "/a:/b",
+                        "--ro-bind",
+                        "/c:/d",
+                        "--require-limits",
+                        "--timeout",
+                        "5",
+                        "--env",
+                        "K1",
+                        "--env",
+                        "K2=v",
+                        "--workdir-source",
+                        "cwd"};
     cb_opts_t *ko = calloc(1, sizeof *ko);
-    TAP_EQ_INT(cb_opts_parse(14, (char **) ka, ko, "test", NULL, NULL), CB_OPTS_RUN,
+    TAP_EQ_INT(cb_opts_parse(20, (char **) ka, ko, "test", NULL, NULL), CB_OPTS_RUN,
                "kernel: many flags");
     TAP_EQ_STR(ko->c.connection_file, "/c.json", "-f");
     TAP_EQ_INT(ko->c.memory_mb, 2048, "2g is 2048 MiB");
@@ -130,6 +201,10 @@ int main(void) {
     TAP_OK(o.memory_mb == 2048 && o.cpus > 0.24 && o.cpus < 0.26 && o.n_ro_binds == 2 &&
                o.require_limits,
            "... to the same values");
+    TAP_OK(o.n_env == 2 && strcmp(o.env[0], "K1") == 0 && strcmp(o.env[1], "K2=v") == 0,
+           "--env forwarded as given: a bare NAME is resolved by the launcher, not on a "
+           "command line");
+    TAP_EQ_STR(o.workdir_source, "cwd", "--workdir-source forwarded");
     bool timeout_fwd = false;
     for (size_t i = 0; ko->fwd[i]; i++)
         timeout_fwd |= strcmp(ko->fwd[i], "--timeout") == 0;
