@@ -34,7 +34,7 @@ PKGS      := libzmq libczmq jansson libsodium libseccomp
 DEPS_OK   := $(BUILD)/.deps-ok
 
 CFLAGS_BASE := -std=gnu11 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat=2 \
-               -Wformat-nonliteral -Wshadow -Wvla -fno-strict-aliasing -iquote isolate -iquote .
+               -Wformat-nonliteral -Wshadow -Wvla -fno-strict-aliasing -iquote .
 ifneq ($(SANITIZE),)
 CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
 LDFLAGS     += -fsanitize=$(SANITIZE)
@@ -228,13 +228,13 @@ install-proxy: all
 TIER_INIT    := $(BUILD)/libexec/cellblock/cellblock-init
 VM_DIR       := $(BUILD)/share/cellblock/vm
 TIER_CFLAGS  := -std=gnu11 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat=2 \
-                -Wformat-nonliteral -Wshadow -Wvla -iquote isolate -iquote launcher
+                -Wformat-nonliteral -Wshadow -Wvla -iquote .
 TIERS_PYTEST ?= tests/integration/test_tiers.py tests/integration/test_tiers_microvm.py
 
 .PHONY: vm-image test-tiers
 all: $(TIER_INIT) vm-image
 
-$(TIER_INIT): vm/init.c launcher/tier_limits.h isolate/sandbox_limits.h isolate/limits.h $(DEPS_OK)
+$(TIER_INIT): vm/init.c launcher/tier_limits.h isolate/sandbox_limits.h isolate/cb_limits.h $(DEPS_OK)
 	@mkdir -p $(@D)
 	@echo "  CC      $< (static)"
 	@$(CC) $(TIER_CFLAGS) -static -o $@ vm/init.c

@@ -9,7 +9,7 @@
  */
 #include "kernel/install.h"
 
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 #include "isolate/util.h"
 #include "kernel/options.h"
 

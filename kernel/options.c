@@ -4,7 +4,7 @@
 #include "kernel/options.h"
 
 #include "artifacts/artifacts.h"
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 
 #include <ctype.h>
 #include <libgen.h>

@@ -9,7 +9,7 @@
  */
 #include "launcher/flags.h"
 
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 #include "isolate/idpool.h"
 #include "isolate/sandbox_limits.h"
 #include "launcher/netproxy_limits.h"
@@ -250,11 +250,11 @@ static const cb_flag_t s_table[] = {
      NULL},
     {"network-max-bytes", CB_FK_SIZE_MB, 1, S_NUM(CB_PROXY_MAX_MB_LIMIT), "MiB",
      S_STR(CB_PROXY_DEFAULT_MAX_MB), NULL, "SIZE", "sandbox",
-     "with allow: bytes the proxy relays per session, both directions", S_L,
-     S_OFF(network_max_mb), 0, NULL},
+     "with allow: bytes the proxy relays per session, both directions", S_L, S_OFF(network_max_mb),
+     0, NULL},
     {"uid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
-     "id the code runs as inside the sandbox (default " S_STR(CB_SANDBOX_UID) ")", S_L,
-     S_OFF(uid), 0, NULL},
+     "id the code runs as inside the sandbox (default " S_STR(CB_SANDBOX_UID) ")", S_L, S_OFF(uid),
+     0, NULL},
     {"gid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
      "group id the code runs as inside the sandbox", S_L, S_OFF(gid), 0, NULL},
     {"uid-range", CB_FK_TEXT, S_NO, "", CB_SANDBOX_ID_RANGE, NULL, "FIRST:COUNT", "sandbox",

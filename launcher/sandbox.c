@@ -59,7 +59,7 @@
 #define S_GO            'g' /* launcher -> init: ids and cgroup are set */
 #define S_STR(x)        S_STR2(x)
 #define S_STR2(x)       #x
-#define S_CHILDREN_BUF  64  /* bytes of /proc/PID/task/PID/children read */
+#define S_CHILDREN_BUF  64 /* bytes of /proc/PID/task/PID/children read */
 #define S_ISOLATION_MAX CB_REPORT_LINE_MAX
 
 enum { S_MSG_ERR = 1, S_MSG_WORKDIR = 2, S_MSG_STATUS = 3 };
@@ -284,8 +284,8 @@ __attribute__((noreturn)) static void s_init_fail(int ctl, cb_step_t step, int a
 
 __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int errfd) {
     static const char *const dirs[] = {CB_SANDBOX_HOME, "/tmp", "/dev/shm", NULL};
-    static const char *const files[] = {"/dev/null",   "/dev/zero",    "/dev/full",
-                                        "/dev/random", "/dev/urandom", "/dev/kvm", NULL};
+    static const char *const files[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
+                                        "/dev/urandom", "/dev/kvm",  NULL};
     cb_child_reset_signals();
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) cb_child_fail(errfd, CB_STEP_CAPS, -1);
     if (setsid() < 0) cb_child_fail(errfd, CB_STEP_SETSID, -1);
@@ -485,7 +485,7 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
     else
         (void) snprintf(net, sizeof net, "%s",
                         sb->opts->network_host ? "NETWORK HOST" : "net (lo only)");
-    char ll[CB_OPT_MAX_NAME];
+    char ll[CB_DESC_PART_MAX];
     if (sb->landlock_abi > 0)
         (void) snprintf(ll, sizeof ll, "Landlock ABI %d (writes: home, /tmp, /dev/shm)",
                         sb->landlock_abi);
@@ -499,7 +499,7 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
                         "seccomp allowlist (%u syscalls, native ABI only); %s; no capabilities, "
                         "no_new_privs",
                         sb->filter.n_allowed, ll);
-    char base[S_ISOLATION_MAX * 2]; /* the tier's line is cut to len */
+    char base[S_ISOLATION_MAX * 2];             /* the tier's line is cut to len */
     char *line = sb->tier != NULL ? base : buf; /* a tier wraps the namespaces line */
     (void) snprintf(line, sb->tier != NULL ? sizeof base : len,
                     "cellblock sandbox: namespaces %spid,mount,%.160s,ipc,uts,cgroup; uid %lu "
@@ -580,7 +580,7 @@ static int s_plan(cb_sandbox_t *sb) {
     (void) cb_rlimits_add(&sb->rlimits, RLIMIT_CORE, 0);
     /* one parent group per kernel (our parent process), one group per
      * launcher, both named by pid and start time (isolate/cgroup.h) */
-    char name[CB_OPT_MAX_NAME], parent[CB_OPT_MAX_NAME];
+    char name[CB_CGROUP_NAME_MAX], parent[CB_CGROUP_NAME_MAX];
     /* (our parent gone already: no parent group, we are about to end) */
     bool has_parent = getppid() == sb->kernel_pid && sb->kernel_pid > 1 &&
                       cb_cgroup_kernel_name(sb->kernel_pid, parent, sizeof parent) == 0;
@@ -636,7 +636,7 @@ static int s_owner_ids(cb_sandbox_t *sb, bool on) {
 }
 
 static pid_t s_runner_host_pid(pid_t init) {
-    char path[CB_OPT_MAX_NAME], buf[S_CHILDREN_BUF] = "";
+    char path[CB_PROC_PATH_MAX], buf[S_CHILDREN_BUF] = "";
     (void) snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", (long) init, (long) init);
     cb_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return init;

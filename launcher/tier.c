@@ -2,7 +2,7 @@
  * tier.c - dispatch to the isolation tiers (see tier.h), and what they share:
  * the locations of the tier's files and the supervisor's exec handshake.
  */
-#include "tier.h"
+#include "launcher/tier.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "isolate/util.h"
 
-#include "tier_impl.h"
+#include "launcher/tier_impl.h"
 
 struct cb_tier {
     cb_isolation_t kind; /* gvisor or microvm */

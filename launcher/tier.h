@@ -30,10 +30,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "cgroup.h"
-#include "child.h"
-#include "mount.h"
-#include "options.h"
+#include "isolate/cgroup.h"
+#include "launcher/child.h"
+#include "isolate/mount.h"
+#include "launcher/options.h"
 
 typedef struct cb_tier cb_tier_t;
 

@@ -38,10 +38,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "seccomp_filter.h"
-#include "tier_impl.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "isolate/seccomp_filter.h"
+#include "launcher/tier_impl.h"
+#include "isolate/util.h"
 
 #define S_RUNSC_FAILED 128 /* runsc's exit code for its own errors */
 
@@ -123,7 +123,7 @@ static json_t *s_rlimit(const char *type, long v) {
 static char *s_config(const cb_gvisor_t *g, unsigned long uid, unsigned long gid,
                       const char *runner, char *const *envp) {
     const cb_options_t *o = g->opts;
-    char tmp_opt[CB_OPT_MAX_NAME], shm_opt[CB_OPT_MAX_NAME];
+    char tmp_opt[CB_MOUNT_OPTS_MAX], shm_opt[CB_MOUNT_OPTS_MAX];
     long shm = o->disk_mb < CB_GVISOR_SHM_MB_MAX ? o->disk_mb : CB_GVISOR_SHM_MB_MAX;
     (void) snprintf(tmp_opt, sizeof tmp_opt, "size=%ldm", o->disk_mb);
     (void) snprintf(shm_opt, sizeof shm_opt, "size=%ldm", shm);
@@ -242,7 +242,7 @@ const char *cb_gvisor_hint(int arg) {
 /* True when this process is in a user namespace other than the initial one:
  * runsc must then run --rootless. */
 static bool s_in_userns(void) {
-    char buf[CB_OPT_MAX_NAME] = "";
+    char buf[CB_PROC_PATH_MAX] = ""; /* the first uid_map line */
     int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
     ssize_t n = read(fd, buf, sizeof buf - 1);

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "tier.h"
-#include "tier_limits.h"
+#include "launcher/tier.h"
+#include "launcher/tier_limits.h"
 
 /* One prepared argv (or envp): fixed storage, NULL-terminated. */
 typedef struct {

@@ -6,7 +6,7 @@
 #ifndef CB_TIER_LIMITS_H
 #define CB_TIER_LIMITS_H
 
-#include "sandbox_limits.h"
+#include "isolate/sandbox_limits.h"
 
 /* ---- prepared argv/env ----------------------------------------------------- */
 #define CB_TIER_ARGV_MAX 112                /* entries of one prepared argv */

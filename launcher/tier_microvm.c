@@ -52,9 +52,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "tier_impl.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "launcher/tier_impl.h"
+#include "isolate/util.h"
 
 enum { S_ERR_SETUP = 1, S_ERR_EXEC = 2 };
 enum { S_TCG = 0, S_KVM = 1 };
@@ -67,7 +67,7 @@ struct cb_microvm {
     char qemu[CB_PATH_MAX];                  /* host path of qemu-system-x86_64 */
     char vmlinuz[CB_PATH_MAX];               /* host path of the guest kernel */
     char initrd[CB_PATH_MAX];                /* host path of the initramfs */
-    char release[CB_OPT_MAX_NAME];           /* guest kernel release */
+    char release[CB_DESC_PART_MAX];          /* guest kernel release */
     bool kvm;                                /* try KVM first */
     char accel_note[CB_REPORT_LINE_MAX / 4]; /* why not KVM, for the banner */
     int vcpus;                               /* -smp */

@@ -57,7 +57,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
-#include "tier_limits.h"
+#include "launcher/tier_limits.h"
 
 #define S_ARGS_MAX    32 /* runner argv entries */
 #define S_ENVS_MAX    32 /* runner env entries */
@@ -357,7 +357,7 @@ static void s_build_root(void) {
         unsigned minor;   /* of major 1 (mem) */
     } devs[] = {{"null", 3}, {"zero", 5}, {"full", 7}, {"random", 8}, {"urandom", 9}};
     for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++) {
-        char p[CB_OPT_MAX_NAME];
+        char p[CB_DEV_PATH_MAX];
         (void) snprintf(p, sizeof p, S_NEWROOT "/dev/%s", devs[i].name);
         if (mknod(p, S_IFCHR | 0666, makedev(1, devs[i].minor)) < 0 || chmod(p, 0666) < 0)
             s_die("creating /dev nodes");
@@ -367,7 +367,7 @@ static void s_build_root(void) {
                                            {"/proc/self/fd/1", "stdout"},
                                            {"/proc/self/fd/2", "stderr"}};
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
-        char p[CB_OPT_MAX_NAME];
+        char p[CB_DEV_PATH_MAX];
         (void) snprintf(p, sizeof p, S_NEWROOT "/dev/%s", links[i][1]);
         if (symlink(links[i][0], p) < 0) s_die("creating /dev links");
     }
@@ -378,7 +378,7 @@ static void s_build_root(void) {
 }
 
 static void s_cgroup(void) {
-    char v[CB_OPT_MAX_NAME];
+    char v[CB_CGROUP_VALUE_MAX];
     s_mount_or_die("cgroup2", S_CGROUP, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
                    "mounting cgroup2");
     if (s_write_str(S_CGROUP, "cgroup.subtree_control", "+memory +pids") < 0)
@@ -408,7 +408,7 @@ static int s_open_port(const char *name, int flags) {
         struct dirent *e;
         while (d != NULL && (e = readdir(d)) != NULL) {
             if (e->d_name[0] == '.') continue;
-            char path[CB_PATH_MAX], got[CB_OPT_MAX_NAME];
+            char path[CB_PATH_MAX], got[CB_DESC_PART_MAX]; /* a virtio port name */
             (void) snprintf(path, sizeof path, "/sys/class/virtio-ports/%s/name", e->d_name);
             if (s_read_file(path, got, sizeof got) <= 0) continue;
             got[strcspn(got, "\n")] = '\0';
@@ -430,7 +430,7 @@ __attribute__((noreturn)) static void s_runner(int out, int err, int ev) {
     const s_conf_t *c = &s_conf;
     s_child_signals();
     if (setsid() < 0) _exit(125);
-    char pid[CB_OPT_MAX_NAME];
+    char pid[CB_CGROUP_VALUE_MAX];
     (void) snprintf(pid, sizeof pid, "%d", (int) getpid());
     if (s_write_str(S_RUNNER_CG, "cgroup.procs", pid) < 0) _exit(125);
     int null = open(S_NEWROOT "/dev/null", O_RDWR);
@@ -489,7 +489,7 @@ static int s_microvm(void) {
         struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN}, {.fd = s_ctl, .events = POLLIN}};
         if (poll(pf, 2, -1) < 0) continue;
         if (pf[1].revents & POLLIN) {
-            char cmd[CB_OPT_MAX_NAME];
+            char cmd[CB_DESC_PART_MAX]; /* control bytes from the host */
             ssize_t n = read(s_ctl, cmd, sizeof cmd);
             for (ssize_t k = 0; k < n; k++)
                 if (cmd[k] == 'i') (void) kill(child, SIGINT);
