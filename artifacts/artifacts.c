@@ -22,9 +22,9 @@
 #include "artifacts/artifacts_fs.h"
 #include "artifacts/artifacts_limits.h"
 #include "artifacts/artifacts_mime.h"
-#include "limits.h"
-#include "log.h"
-#include "util.h"
+#include "isolate/cb_limits.h"
+#include "isolate/log.h"
+#include "isolate/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -14,9 +14,9 @@
 #include "artifacts/artifacts_fs.h"
 
 #include "artifacts/artifacts_limits.h"
-#include "limits.h"
-#include "log.h"
-#include "util.h"
+#include "isolate/cb_limits.h"
+#include "isolate/log.h"
+#include "isolate/util.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * artifacts_limits.h - bounds and defaults of the artifact collector.
  *
  * The numbers a flag can change (defaults and ceilings of the per-file,
- * per-cell and file-count limits) live in isolate/limits.h with the other
+ * per-cell and file-count limits) live in isolate/cb_limits.h with the other
  * option defaults, where the flag table reads them.  The DEFAULT_* values are what
  * cb_artifacts_limits_default() hands out; the CEIL_* values clamp whatever
  * a caller configures, so no flag can make one collect unbounded.  Sizes are
@@ -11,7 +11,7 @@
 #ifndef CB_ARTIFACTS_LIMITS_H
 #define CB_ARTIFACTS_LIMITS_H
 
-#include "isolate/limits.h" /* the defaults and ceilings users can set by flag */
+#include "isolate/cb_limits.h" /* the defaults and ceilings users can set by flag */
 
 /* ---- defaults (flags of cellblock-kernel may override) ---------------- */
 #define CB_ARTIFACTS_DEFAULT_MAX_FILE_BYTES ((size_t) CB_DEFAULT_ARTIFACT_FILE_MB << 20)

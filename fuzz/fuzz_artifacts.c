@@ -33,7 +33,7 @@
  * bytes under a name beneath out/ without links, never overwrites, and
  * nothing appears in victim/ or next to the four directories.
  */
-#include "common.h"
+#include "fuzz/common.h"
 #include "artifacts/artifacts.h"
 #include "kernel/outdir.h"
 

@@ -9,7 +9,7 @@
  * fits and is exactly the "key" member's bytes; a refused one has a reason;
  * endpoints are written within the buffer they are given, whatever its size.
  */
-#include "common.h"
+#include "fuzz/common.h"
 #include "kernel/conn.h"
 
 #include <jansson.h>

@@ -26,7 +26,7 @@
  * channel — one, or none for comm_* and unknown types — on that channel;
  * a request that cannot be read gets none; every "busy" has its "idle".
  */
-#include "common.h"
+#include "fuzz/common.h"
 #include "kernel/core.h"
 
 #include <czmq.h>

@@ -20,7 +20,7 @@
  * acks a refused ordered frame by it); an accepted frame encoded again (when no
  * longer than it came) is accepted again as the same frame.
  */
-#include "common.h"
+#include "fuzz/common.h"
 #include "kernel/bounds.h"
 #include "kernel/frame.h"
 

@@ -26,7 +26,7 @@
  *              last N accepted signatures predicts (eviction through the
  *              open-addressing index included).
  */
-#include "common.h"
+#include "fuzz/common.h"
 #include "kernel/auth.h"
 #include "kernel/bounds.h"
 #include "kernel/wire.h"

@@ -7,7 +7,7 @@
  * uid 0 without KEEP_CAPS); then capset() to zero whatever a user namespace
  * gave us; no_new_privs last so setuid binaries and file caps stay inert.
  */
-#include "caps.h"
+#include "isolate/caps.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "isolate/util.h"
 
 #define S_LAST_CAP_DEFAULT 63 /* drop this many when /proc does not say */
 #define S_LAST_CAP_BUF     16 /* bytes of cap_last_cap */

@@ -9,7 +9,7 @@
  * OOM is read from memory.events "oom_kill" (v2) or memory.oom_control
  * "oom_kill" (v1, with memory.failcnt as a weaker hint).
  */
-#include "cgroup.h"
+#include "isolate/cgroup.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,9 +23,9 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "sandbox_limits.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "isolate/sandbox_limits.h"
+#include "isolate/util.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -142,7 +142,7 @@ static int s_v2_enable(const char *dir, char *why, size_t why_len) {
     }
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
         if (s_has_word(ctrl, need[i])) continue;
-        char add[CB_OPT_MAX_NAME];
+        char add[CB_CGROUP_VALUE_MAX];
         (void) snprintf(add, sizeof add, "+%s", need[i]);
         if (cb_cgroup_write(dir, "cgroup.subtree_control", add) < 0) {
             int e = errno;
@@ -202,7 +202,7 @@ cb_cgroup_t *cb_cgroup_new_v2(const char *base, const char *parent, const char *
         cb_fmt_why(why, why_len, "cgroup v2: %s keeps vanishing", cg->parent_dir);
         goto fail;
     }
-    char v[CB_OPT_MAX_NAME];
+    char v[CB_CGROUP_VALUE_MAX];
     (void) snprintf(v, sizeof v, "%lld", (long long) lim->memory_mb << 20);
     if (cb_cgroup_write(cg->dir, "memory.max", v) < 0) {
         cb_fmt_why(why, why_len, "cgroup v2: cannot set memory.max in %s: %s", cg->dir,
@@ -255,8 +255,7 @@ static int s_v1_self_path(const char *self, const char *ctrl, char *out, size_t 
 }
 
 /* ROOT/CTRL/<our path>: where our groups go in one v1 hierarchy. */
-static int s_v1_base(const char *root, const char *self, const char *ctrl, char *out,
-                     size_t len) {
+static int s_v1_base(const char *root, const char *self, const char *ctrl, char *out, size_t len) {
     char own[CB_PATH_MAX];
     if (s_v1_self_path(self, ctrl, own, sizeof own) < 0) return -1;
     int n = snprintf(out, len, "%s/%s%s", root, ctrl, strcmp(own, "/") == 0 ? "" : own);
@@ -310,7 +309,7 @@ cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *pa
                    root);
         goto fail;
     }
-    char v[CB_OPT_MAX_NAME];
+    char v[CB_CGROUP_VALUE_MAX];
     (void) snprintf(v, sizeof v, "%lld", (long long) lim->memory_mb << 20);
     if (cb_cgroup_write(cg->v1_dir[V1_MEMORY], "memory.limit_in_bytes", v) < 0) {
         cb_fmt_why(why, why_len, "cgroup v1: memory.limit_in_bytes=%s: %s", v, strerror(errno));
@@ -368,8 +367,8 @@ static int s_v2_self_dir(char *out, size_t len) {
     return -1;
 }
 
-cb_cgroup_t *cb_cgroup_new_auto(const char *parent, const char *name,
-                                const cb_cgroup_limits_t *lim, char *why, size_t why_len) {
+cb_cgroup_t *cb_cgroup_new_auto(const char *parent, const char *name, const cb_cgroup_limits_t *lim,
+                                char *why, size_t why_len) {
     char dir[CB_PATH_MAX];
     char why2[CB_LOG_LINE_MAX / 2] = "";
     if (s_v2_self_dir(dir, sizeof dir) == 0) {
@@ -386,7 +385,7 @@ cb_cgroup_t *cb_cgroup_new_auto(const char *parent, const char *name,
 /* ---- use ----------------------------------------------------------------- */
 
 int cb_cgroup_add(cb_cgroup_t *cg, pid_t pid) {
-    char v[CB_OPT_MAX_NAME];
+    char v[CB_CGROUP_VALUE_MAX];
     (void) snprintf(v, sizeof v, "%ld", (long) pid);
     if (cg->version == CB_CGROUP_V2) {
         if (cb_cgroup_write(cg->dir, "cgroup.procs", v) < 0) {
@@ -440,7 +439,7 @@ int cb_cgroup_kill(cb_cgroup_t *cg) {
     for (int round = 0; round < CB_CGROUP_KILL_ROUNDS; round++) {
         if (s_empty(dir)) return 0;
         if (fz != NULL && cb_cgroup_write(fz, "freezer.state", "FROZEN") == 0) {
-            char st[CB_OPT_MAX_NAME];
+            char st[CB_CGROUP_VALUE_MAX];
             for (int i = 0; i < CB_CGROUP_FREEZE_POLLS; i++) {
                 if (cb_cgroup_read(fz, "freezer.state", st, sizeof st) < 0 ||
                     strncmp(st, "FROZEN", 6) == 0)
@@ -464,7 +463,7 @@ bool cb_cgroup_oom(const cb_cgroup_t *cg) {
     if (m == NULL) return false;
     long long k = s_keyed(m, "memory.oom_control", "oom_kill");
     if (k >= 0) return k > 0;
-    char buf[CB_OPT_MAX_NAME];
+    char buf[CB_CGROUP_VALUE_MAX];
     return cb_cgroup_read(m, "memory.failcnt", buf, sizeof buf) == 0 && atoll(buf) > 0;
 }
 
@@ -473,7 +472,7 @@ cb_cgroup_version_t cb_cgroup_version(const cb_cgroup_t *cg) { return cg->versio
 void cb_cgroup_describe(const cb_cgroup_t *cg, char *buf, size_t len) {
     bool noswap = cg->version == CB_CGROUP_V2 ? true : cg->memsw;
     bool cpu = cg->version == CB_CGROUP_V2 || cg->v1_dir[V1_CPU] != NULL;
-    char cpus[CB_OPT_MAX_NAME] = "cpu unlimited";
+    char cpus[CB_DESC_PART_MAX] = "cpu unlimited";
     if (cpu) (void) snprintf(cpus, sizeof cpus, "cpu %.2f", cg->lim.cpus);
     (void) snprintf(buf, len, "cgroup v%d (memory %ld MiB%s, pids %ld, %s)", (int) cg->version,
                     cg->lim.memory_mb, noswap ? " no swap" : ", swap NOT limited", cg->lim.pids,
@@ -540,7 +539,7 @@ static bool s_number(const char **p, unsigned long long *out) {
 
 /* Whether pid runs a program whose comm is `comm` (first release names). */
 static bool s_comm_is(unsigned long long pid, const char *comm) {
-    char path[CB_OPT_MAX_NAME], buf[CB_OPT_MAX_NAME];
+    char path[CB_PROC_PATH_MAX], buf[CB_CGROUP_VALUE_MAX];
     (void) snprintf(path, sizeof path, "/proc/%llu/comm", pid);
     if (cb_cgroup_read("", path, buf, sizeof buf) < 0) return false;
     buf[strcspn(buf, "\n")] = '\0';
@@ -596,8 +595,8 @@ static int s_sweep_children(const char *dir, bool all_children, int depth, bool 
         if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
         seen++;
         cb_cgroup_owner_t o = cb_cgroup_owner(e->d_name);
-        bool kernel_parent = strncmp(e->d_name, CB_CGROUP_NAME_PREFIX "k",
-                                     sizeof CB_CGROUP_NAME_PREFIX) == 0;
+        bool kernel_parent =
+            strncmp(e->d_name, CB_CGROUP_NAME_PREFIX "k", sizeof CB_CGROUP_NAME_PREFIX) == 0;
         if (o == CB_OWNER_ALIVE && kernel_parent && !all_children && depth > 1) {
             /* a live kernel's parent: only the groups its killed launchers left */
             cb_autofree char *child = s_join(dir, e->d_name);
@@ -688,7 +687,7 @@ int cb_cgroup_sweep(void) {
 }
 
 int cb_cgroup_cleanup_launcher(pid_t launcher_pid) {
-    char parent[CB_OPT_MAX_NAME];
+    char parent[CB_CGROUP_NAME_MAX];
     if (launcher_pid <= 0 || cb_cgroup_kernel_name(getpid(), parent, sizeof parent) < 0) return -1;
     static s_bases_t b;
     s_bases(&b);
@@ -703,7 +702,7 @@ int cb_cgroup_cleanup_launcher(pid_t launcher_pid) {
 }
 
 int cb_cgroup_cleanup_kernel(void) {
-    char parent[CB_OPT_MAX_NAME];
+    char parent[CB_CGROUP_NAME_MAX];
     if (cb_cgroup_kernel_name(getpid(), parent, sizeof parent) < 0) return -1;
     static s_bases_t b;
     s_bases(&b);

@@ -75,8 +75,8 @@ cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *pa
                               size_t why_len);
 /* Tries v2 (when this machine's unified hierarchy is delegated to us), then
  * v1.  NULL + why when neither can be used. */
-cb_cgroup_t *cb_cgroup_new_auto(const char *parent, const char *name,
-                                const cb_cgroup_limits_t *lim, char *why, size_t why_len);
+cb_cgroup_t *cb_cgroup_new_auto(const char *parent, const char *name, const cb_cgroup_limits_t *lim,
+                                char *why, size_t why_len);
 /* Moves pid into the cgroup(s).  0 ok, -1 errno. */
 int cb_cgroup_add(cb_cgroup_t *self, pid_t pid);
 /* SIGKILLs every process in it (v2 cgroup.kill, else freeze/kill/thaw or

@@ -10,7 +10,7 @@
  * directory belongs to the launcher's user and nobody else may write it, so
  * no one can plant or steal entries.
  */
-#include "idpool.h"
+#include "isolate/idpool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,9 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "sandbox_limits.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "isolate/sandbox_limits.h"
+#include "isolate/util.h"
 
 #define S_DIR_MODE    0700 /* the lock directory */
 #define S_PARENT_MODE 0755 /* missing parents of it */
@@ -88,8 +88,8 @@ static int s_try(cb_idlease_t *l, unsigned long id) {
     return 0;
 }
 
-int cb_idpool_acquire(const char *dir, unsigned long first, unsigned long count,
-                      cb_idlease_t *out, char *why, size_t why_len) {
+int cb_idpool_acquire(const char *dir, unsigned long first, unsigned long count, cb_idlease_t *out,
+                      char *why, size_t why_len) {
     memset(out, 0, sizeof *out);
     out->lock_fd = out->dir_fd = -1;
     if (count == 0 || first == 0) {
@@ -104,8 +104,7 @@ int cb_idpool_acquire(const char *dir, unsigned long first, unsigned long count,
     out->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
     if (out->dir_fd < 0 || fstat(out->dir_fd, &st) < 0) {
-        cb_fmt_why(why, why_len, "cannot open the id lock directory %s: %s", dir,
-                   strerror(errno));
+        cb_fmt_why(why, why_len, "cannot open the id lock directory %s: %s", dir, strerror(errno));
         cb_idpool_release(out);
         return -1;
     }

@@ -22,18 +22,18 @@
 #include <sys/types.h>
 
 typedef struct {
-    unsigned long id;     /* the host id held (used as uid and gid) */
-    int lock_fd;          /* flock'ed DIR/<id>, -1 when nothing is held */
-    int dir_fd;           /* DIR, -1 when nothing is held */
-    char name[32];        /* "<id>", the lock file's name in DIR */
+    unsigned long id; /* the host id held (used as uid and gid) */
+    int lock_fd;      /* flock'ed DIR/<id>, -1 when nothing is held */
+    int dir_fd;       /* DIR, -1 when nothing is held */
+    char name[32];    /* "<id>", the lock file's name in DIR */
 } cb_idlease_t;
 
 /* Creates DIR (mode 0700, missing parents 0755) when missing and checks
  * that it belongs to us and nobody else may write it, then takes a free id
  * of [first, first + count).  0 ok (*out filled), -1 with a reason (cause
  * and fix) in why.  *out is always safe to release. */
-int cb_idpool_acquire(const char *dir, unsigned long first, unsigned long count,
-                      cb_idlease_t *out, char *why, size_t why_len);
+int cb_idpool_acquire(const char *dir, unsigned long first, unsigned long count, cb_idlease_t *out,
+                      char *why, size_t why_len);
 /* Parses "FIRST:COUNT" (--uid-range): FIRST >= CB_OPT_MIN_ID_FIRST, COUNT
  * >= 1, FIRST + COUNT - 1 <= CB_OPT_MAX_ID.  0 ok, -1 with a message. */
 int cb_idpool_parse_range(const char *s, unsigned long *first, unsigned long *count, char *err,

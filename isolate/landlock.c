@@ -10,7 +10,7 @@
  * reach).  The system headers may predate newer ABIs, so the values we need
  * are defined here when missing.
  */
-#include "landlock.h"
+#include "isolate/landlock.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,8 +5,8 @@
  * write(2), so lines from several threads (the heartbeat thread) do not
  * interleave.  Over-long lines are truncated and marked.
  */
-#include "log.h"
-#include "limits.h"
+#include "isolate/log.h"
+#include "isolate/cb_limits.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
  * read-only too; on kernels before 5.12 a remount keeps the flags the
  * source mount already had (a user namespace may not clear locked ones).
  */
-#include "mount.h"
+#include "isolate/mount.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -28,9 +28,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "overlay.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "isolate/overlay.h"
+#include "isolate/util.h"
 
 #ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x00000001
@@ -114,7 +114,7 @@ int cb_mount_plan_bind(cb_mount_plan_t *p, const char *host, const char *sandbox
         target[n] = '\0';
         return cb_mount_plan_symlink(p, target, sandbox);
     }
-    char real[CB_PATH_MAX]; /* == PATH_MAX; <limits.h> is shadowed by isolate/limits.h */
+    char real[CB_PATH_MAX]; /* == PATH_MAX */
     if (realpath(host, real) == NULL) {
         if (optional && errno == ENOENT) return 0;
         PLOG_E("realpath(%s)", host);
@@ -138,7 +138,7 @@ int cb_mount_plan_bind(cb_mount_plan_t *p, const char *host, const char *sandbox
 }
 
 int cb_mount_plan_dev(cb_mount_plan_t *p, const char *name) {
-    char host[CB_OPT_MAX_NAME], sandbox[CB_OPT_MAX_NAME];
+    char host[CB_DEV_PATH_MAX], sandbox[CB_DEV_PATH_MAX];
     (void) snprintf(host, sizeof host, "/dev/%s", name);
     (void) snprintf(sandbox, sizeof sandbox, "/dev/%s", name);
     struct stat st;
@@ -194,10 +194,10 @@ int cb_mount_plan_rdonly(cb_mount_plan_t *p, const char *sandbox) {
 /* What /proc tells of the host that a sandbox has no use for: runc's
  * maskedPaths, plus the boot line, kernel symbols, modules and config. */
 static const char *const s_proc_masked[] = {
-    "cmdline",    "kallsyms",   "kcore",        "keys",          "key-users",   "kmsg",
-    "config.gz",  "modules",    "timer_list",   "timer_stats",   "sched_debug", "latency_stats",
-    "interrupts", "vmallocinfo", "iomem",       "ioports",       "slabinfo",    "sysrq-trigger",
-    "kpagecount", "kpageflags", "kpagecgroup",  "acpi",          "asound",      "scsi",
+    "cmdline",    "kallsyms",      "kcore",       "keys",        "key-users",   "kmsg",
+    "config.gz",  "modules",       "timer_list",  "timer_stats", "sched_debug", "latency_stats",
+    "interrupts", "vmallocinfo",   "iomem",       "ioports",     "slabinfo",    "sysrq-trigger",
+    "kpagecount", "kpageflags",    "kpagecgroup", "acpi",        "asound",      "scsi",
     "driver",     "dynamic_debug", "tty",
 };
 /* runc's readonlyPaths (sysrq-trigger is masked above) */
@@ -317,8 +317,7 @@ int cb_mount_plan_copy_dir(cb_mount_plan_t *p, const char *host_dir, const char 
     /* each file takes at least a page, each directory one too */
     size_t kb = bytes / 1024 + (files + dirs) * 4 + CB_SANDBOX_COPY_SLACK_KB;
     char *opts = NULL;
-    if (asprintf(&opts, "mode=0755,size=%zuk,nr_inodes=%zu", kb, files + dirs + 16) < 0)
-        return -1;
+    if (asprintf(&opts, "mode=0755,size=%zuk,nr_inodes=%zu", kb, files + dirs + 16) < 0) return -1;
     free(p->ops[tmpfs_at].data);
     p->ops[tmpfs_at].data = opts;
     return cb_mount_plan_rdonly(p, sandbox);
@@ -437,8 +436,7 @@ static int s_mask(const cb_mount_op_t *op) {
 }
 
 static int s_ro_self(const cb_mount_op_t *op) {
-    if (mount(op->dst, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-        return errno == ENOENT ? 0 : -1;
+    if (mount(op->dst, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0) return errno == ENOENT ? 0 : -1;
     return s_make_ro(op->dst);
 }
 
@@ -533,7 +531,7 @@ int cb_mount_run(const cb_mount_plan_t *p, int *failed) {
     }
     if (chdir("/") < 0) return -1;
     {
-        char opts[CB_OPT_MAX_NAME];
+        char opts[CB_MOUNT_OPTS_MAX];
         /* the root stays tiny and becomes read-only: only mountpoints and /etc */
         int n = snprintf(opts, sizeof opts, "mode=0755,size=%dk", CB_SANDBOX_ROOT_TMPFS_KB);
         if (n < 0 || (size_t) n >= sizeof opts) return -1;

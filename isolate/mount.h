@@ -14,7 +14,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "sandbox_limits.h"
+#include "isolate/sandbox_limits.h"
 
 typedef enum {
     CB_MNT_DIR,      /* mkdir -p dst */
@@ -32,13 +32,13 @@ typedef enum {
 } cb_mount_kind_t;
 
 typedef struct {
-    cb_mount_kind_t kind; /* what to do */
-    char *src;            /* "/oldroot/<realpath>" or symlink target; owned */
-    char *dst;            /* "/newroot/<path>"; owned */
-    char *data;           /* tmpfs options or file content; owned */
-    unsigned mode;        /* file/dir mode */
-    bool src_is_dir;      /* BIND_*: the source is a directory */
-    size_t data_len;      /* BLOB: bytes of data */
+    cb_mount_kind_t kind;  /* what to do */
+    char *src;             /* "/oldroot/<realpath>" or symlink target; owned */
+    char *dst;             /* "/newroot/<path>"; owned */
+    char *data;            /* tmpfs options or file content; owned */
+    unsigned mode;         /* file/dir mode */
+    bool src_is_dir;       /* BIND_*: the source is a directory */
+    size_t data_len;       /* BLOB: bytes of data */
     struct timespec mtime; /* BLOB: modification time kept from the host (pyc checks it) */
     int fd;                /* OVERLAY: detached mount of the lower (owned), or -1: bind src */
     uid_t uid;             /* OVERLAY: owner of the upper (the sandbox's id inside) */

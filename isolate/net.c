@@ -7,7 +7,7 @@
  * kernel's ZMQ ports included, is reachable.  An ioctl is all it takes; no
  * netlink.
  */
-#include "net.h"
+#include "isolate/net.h"
 
 #include <errno.h>
 #include <net/if.h>

@@ -16,7 +16,7 @@
  * hidden, with the lower's mode and the sandbox's ids; every other
  * directory stays the lower's, and overlayfs copies it up on first write.
  */
-#include "overlay.h"
+#include "isolate/overlay.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -34,9 +34,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "userns.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "isolate/userns.h"
+#include "isolate/util.h"
 
 #define S_OLDROOT "/" CB_SANDBOX_OLDROOT
 #define S_UPPERFS "/" CB_OVERLAY_UPPER_FS
@@ -77,7 +77,7 @@ static int s_idmap_userns(uid_t owner, gid_t group, unsigned long host_id) {
     int e = errno, fd = -1;
     close(pp[0]);
     if (pid > 0) {
-        char path[CB_OPT_MAX_NAME];
+        char path[CB_PROC_PATH_MAX];
         (void) snprintf(path, sizeof path, "/proc/%ld/ns/user", pid);
         if (cb_userns_write_maps((pid_t) pid, owner, (uid_t) host_id, group, (gid_t) host_id,
                                  false) == 0)

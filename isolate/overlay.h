@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "mount.h"
+#include "isolate/mount.h"
 
 /* What the walk did (init sends it to the launcher, which logs it). */
 typedef struct {

@@ -16,7 +16,7 @@
  * AF_UNIX/AF_INET/AF_INET6.  Names unknown to this libseccomp/arch are
  * skipped, so one list serves old and new kernels.
  */
-#include "seccomp_filter.h"
+#include "isolate/seccomp_filter.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,9 +36,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "sandbox_limits.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "isolate/sandbox_limits.h"
+#include "isolate/util.h"
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080

@@ -9,7 +9,7 @@
  * nothing inside is uid 0 and files the sandbox writes belong to the
  * kernel's user on the host.
  */
-#include "userns.h"
+#include "isolate/userns.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,15 +18,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "sandbox_limits.h"
-#include "util.h"
+#include "isolate/log.h"
+#include "isolate/sandbox_limits.h"
+#include "isolate/util.h"
 
 #define S_MAP_LINE_MAX 64 /* "inner outer 1\n" */
 #define S_SYSCTL_MAX   32 /* bytes of a sysctl value */
 
 static int s_write_file(pid_t pid, const char *file, const char *value) {
-    char path[CB_OPT_MAX_NAME];
+    char path[CB_PROC_PATH_MAX];
     (void) snprintf(path, sizeof path, "/proc/%ld/%s", (long) pid, file);
     cb_autofd int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -43,8 +43,7 @@ static int s_write_file(pid_t pid, const char *file, const char *value) {
 int cb_userns_write_maps(pid_t pid, uid_t inner_uid, uid_t outer_uid, gid_t inner_gid,
                          gid_t outer_gid, bool deny_setgroups) {
     char line[S_MAP_LINE_MAX];
-    if (deny_setgroups && s_write_file(pid, "setgroups", "deny") < 0 && errno != ENOENT)
-        return -1;
+    if (deny_setgroups && s_write_file(pid, "setgroups", "deny") < 0 && errno != ENOENT) return -1;
     (void) snprintf(line, sizeof line, "%lu %lu 1\n", (unsigned long) inner_uid,
                     (unsigned long) outer_uid);
     if (s_write_file(pid, "uid_map", line) < 0) return -1;

@@ -1,7 +1,7 @@
 /*
  * util.c - EINTR-safe fd helpers shared by the kernel, launcher and tests.
  */
-#include "util.h"
+#include "isolate/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -15,7 +15,7 @@
 #ifndef CB_CORE_H
 #define CB_CORE_H
 
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 #include "kernel/auth.h"
 #include "kernel/bounds.h"
 #include "kernel/comms.h"

@@ -85,15 +85,13 @@ json_t *cb_dispatch_kernel_info(cb_kernel_t *k) {
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i}, s:s}, "
                      "s:s, s:[{s:s, s:s}], s:[], s:b}",
                      "status", "ok", "protocol_version", "5.3", "implementation",
-                     ipy ? "ipython" : "cellblock", "implementation_version",
-                     ipy ? sv : CB_VERSION, "cellblock_version", CB_VERSION, "language_info",
-                     "name", "python", "version", ver, "mimetype", "text/x-python",
-                     "file_extension", ".py", "pygments_lexer", "ipython3", "codemirror_mode",
-                     "name", "ipython", "version", 3, "nbconvert_exporter", "python", "banner",
-                     banner, "help_links", "text", "Python Reference", "url", url,
-                     "supported_features", "debugger", 0);
+                     ipy ? "ipython" : "cellblock", "implementation_version", ipy ? sv : CB_VERSION,
+                     "cellblock_version", CB_VERSION, "language_info", "name", "python", "version",
+                     ver, "mimetype", "text/x-python", "file_extension", ".py", "pygments_lexer",
+                     "ipython3", "codemirror_mode", "name", "ipython", "version", 3,
+                     "nbconvert_exporter", "python", "banner", banner, "help_links", "text",
+                     "Python Reference", "url", url, "supported_features", "debugger", 0);
 }
-
 
 static void s_kernel_info(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) abort;
@@ -135,9 +133,9 @@ static void s_comm_info(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort
     (void) abort;
     cb_server_status(k, m->header, "busy");
     const char *target = json_string_value(json_object_get(m->content, "target_name"));
-    cb_server_reply(k, ch, m, "comm_info_reply", NULL,
-                    json_pack("{s:s, s:o}", "status", "ok", "comms",
-                              cb_comms_info(k->comms, target)));
+    cb_server_reply(
+        k, ch, m, "comm_info_reply", NULL,
+        json_pack("{s:s, s:o}", "status", "ok", "comms", cb_comms_info(k->comms, target)));
     cb_server_status(k, m->header, "idle");
 }
 

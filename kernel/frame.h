@@ -59,9 +59,9 @@ typedef enum {
 } cb_rframe_type_t;
 
 /* When a frame type is accepted (cb_rframe_when bits). */
-#define CB_WHEN_STARTING 1u /* before hello */
-#define CB_WHEN_IDLE     2u /* no request in flight (late output of threads) */
-#define CB_WHEN_EXECUTE  4u /* an execute is in flight */
+#define CB_WHEN_STARTING 1u  /* before hello */
+#define CB_WHEN_IDLE     2u  /* no request in flight (late output of threads) */
+#define CB_WHEN_EXECUTE  4u  /* an execute is in flight */
 #define CB_WHEN_ASSIST   8u  /* a complete/inspect/is_complete is in flight */
 #define CB_WHEN_COMM     16u /* a frontend's comm message is being handled */
 #define CB_WHEN_RUNNING  (CB_WHEN_IDLE | CB_WHEN_EXECUTE | CB_WHEN_ASSIST | CB_WHEN_COMM)
@@ -114,8 +114,8 @@ typedef struct {
         } bad;
         struct {
             const char *comm_id, *target_name, *target_module; /* target_* for opens only */
-            json_t *data, *metadata;                            /* metadata may be NULL */
-            json_t *buffers;                                    /* base64 strings, may be NULL */
+            json_t *data, *metadata;                           /* metadata may be NULL */
+            json_t *buffers;                                   /* base64 strings, may be NULL */
         } comm;
     } u;
 } cb_rframe_t;

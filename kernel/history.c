@@ -106,7 +106,7 @@ json_t *cb_history_query(const cb_history_t *h, const json_t *c) {
         bool unique = json_is_true(json_object_get(c, "unique"));
         size_t found = 0;
         size_t *pick = calloc(h->n ? h->n : 1, sizeof *pick); /* newest first */
-        json_t *seen = unique ? json_object() : NULL;          /* inputs taken, hashed */
+        json_t *seen = unique ? json_object() : NULL;         /* inputs taken, hashed */
         if (pick == NULL || (unique && seen == NULL)) {
             free(pick);
             json_decref(seen);

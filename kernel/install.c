@@ -9,7 +9,7 @@
  */
 #include "kernel/install.h"
 
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 #include "isolate/util.h"
 #include "kernel/options.h"
 
@@ -187,6 +187,10 @@ int cb_install_main(int argc, char **argv) {
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", network allowlist");
         else if (nk > 3)
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", no network");
+        if (strcmp(o->c.isolation, "gvisor") == 0)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", gVisor");
+        else if (strcmp(o->c.isolation, "microvm") == 0)
+            l += snprintf(dname + l, sizeof dname - (size_t) l, ", micro-VM");
         if (strcmp(o->c.sandbox, "none") == 0)
             l += snprintf(dname + l, sizeof dname - (size_t) l, ", UNSANDBOXED");
         snprintf(dname + l, sizeof dname - (size_t) l, ")");

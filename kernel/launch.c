@@ -10,7 +10,7 @@
 #include "kernel/launch.h"
 
 #include "isolate/cgroup.h"
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
 #include "kernel/options.h"
@@ -26,9 +26,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#define CB_SPAWN_FD_MIN   10  /* child fds are parked here before dup2 */
-#define CB_SPAWN_FIXED_ARGS 6 /* argv[0], --python P, --runner R, NULL */
-#define CB_PASSED_FDS_MAX 4   /* fds accepted with one report datagram */
+#define CB_SPAWN_FD_MIN     10 /* child fds are parked here before dup2 */
+#define CB_SPAWN_FIXED_ARGS 6  /* argv[0], --python P, --runner R, NULL */
+#define CB_PASSED_FDS_MAX   4  /* fds accepted with one report datagram */
 
 int64_t cb_now_ms(void) {
     struct timespec ts;

@@ -12,7 +12,7 @@
 #ifndef CB_LAUNCH_H
 #define CB_LAUNCH_H
 
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 
 #include <stdbool.h>
 #include <stddef.h>

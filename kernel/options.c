@@ -4,7 +4,7 @@
 #include "kernel/options.h"
 
 #include "artifacts/artifacts.h"
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 
 #include <ctype.h>
 #include <libgen.h>
@@ -95,7 +95,8 @@ int cb_opts_parse(int argc, char **argv, cb_opts_t *o, const char *prog, cb_opts
         return CB_OPTS_EXIT_USAGE;
     }
     if (p.exit != CB_OPTS_RUN) return p.exit;
-    if (cb_flags_check_network(&o->c, err, sizeof err) < 0) {
+    if (cb_flags_check_network(&o->c, err, sizeof err) < 0 ||
+        cb_flags_check_isolation(&o->c, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", prog, err);
         return CB_OPTS_EXIT_USAGE;
     }

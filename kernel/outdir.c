@@ -3,7 +3,7 @@
  */
 #include "kernel/outdir.h"
 
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 #include "isolate/util.h"
 
 #include <errno.h>

@@ -11,7 +11,7 @@
 #include "kernel/run.h"
 
 #include "artifacts/artifacts.h"
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
 #include "kernel/options.h"
@@ -391,8 +391,8 @@ int cb_run_main(int argc, char **argv) {
     if (r.session == NULL || zloop_poller(r.loop, &sig, s_on_signal, &r) < 0) goto out;
     /* a terminal or a CI log: plain tracebacks */
     json_t *ex = json_pack("{s:s, s:s, s:b, s:b, s:{}, s:b, s:i, s:s}", "type", "execute", "code",
-                           code, "silent", 0, "store_history", 1, "user_expressions",
-                           "allow_stdin", 0, "execution_count", 1, "colors", "NoColor");
+                           code, "silent", 0, "store_history", 1, "user_expressions", "allow_stdin",
+                           0, "execution_count", 1, "colors", "NoColor");
     if (cb_session_request(r.session, CB_REQ_EXECUTE, ex) < 0) {
         fprintf(stderr, "cellblock run: the sandbox could not be started: %s\n",
                 cb_session_fatal(r.session));

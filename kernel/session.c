@@ -22,7 +22,7 @@
 
 #include "artifacts/artifacts.h"
 #include "isolate/cgroup.h"
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
 #include "launcher/flags.h"

@@ -48,6 +48,7 @@ static const char *const s_step_names[CB_STEP_COUNT] = {
     [CB_STEP_FDS] = "close_range",
     [CB_STEP_SECCOMP] = "loading the seccomp filter",
     [CB_STEP_EXEC] = "execve of the interpreter",
+    [CB_STEP_TIER] = "starting the isolation tier",
 };
 
 const char *cb_step_name(int step) {
@@ -120,7 +121,7 @@ static const char *s_env_lookup(const char *blk, size_t len, const char *name, s
 /* Reads /proc/PID/environ into a new NUL-terminated buffer (at most
  * CB_ENV_PARENT_MAX bytes).  NULL with errno on failure. */
 static char *s_read_environ(pid_t pid, size_t *len) {
-    char path[CB_OPT_MAX_NAME];
+    char path[CB_PROC_PATH_MAX];
     (void) snprintf(path, sizeof path, "/proc/%ld/environ", (long) pid);
     cb_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;

@@ -39,6 +39,7 @@ typedef enum {
     CB_STEP_FDS,       /* close_range */
     CB_STEP_SECCOMP,   /* loading the filter */
     CB_STEP_EXEC,      /* execve */
+    CB_STEP_TIER,      /* starting the isolation tier (launcher/tier.h) */
     CB_STEP_COUNT
 } cb_step_t;
 
@@ -49,13 +50,13 @@ typedef struct {
 } cb_child_err_t;
 
 typedef struct {
-    char env_buf[CB_ENV_MAX][CB_ENV_ENTRY_MAX]; /* "NAME=value" strings */
+    char env_buf[CB_ENV_MAX][CB_ENV_ENTRY_MAX];      /* "NAME=value" strings */
     char *envp[CB_ENV_MAX + CB_FLAG_REPEAT_MAX + 1]; /* NULL-terminated, into env_buf/user_env */
     char user_env[CB_FLAG_REPEAT_MAX][CB_FLAG_VALUE_MAX]; /* --env entries, "NAME=value" */
-    char python[CB_PATH_MAX];                   /* interpreter to execve */
-    char runner[CB_PATH_MAX];                   /* runner file as the runner sees it */
-    char workdir[CB_PATH_MAX];                  /* cwd of the runner */
-    char *argv[CB_RUNNER_ARGC_MAX];             /* python -I -u runner */
+    char python[CB_PATH_MAX];                             /* interpreter to execve */
+    char runner[CB_PATH_MAX];                             /* runner file as the runner sees it */
+    char workdir[CB_PATH_MAX];                            /* cwd of the runner */
+    char *argv[CB_RUNNER_ARGC_MAX];                       /* python -I -u runner */
 } cb_exec_plan_t;
 
 /* Fills plan: argv = PYTHON -I -u RUNNER, the fixed env with HOME=workdir.

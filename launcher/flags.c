@@ -9,7 +9,7 @@
  */
 #include "launcher/flags.h"
 
-#include "isolate/limits.h"
+#include "isolate/cb_limits.h"
 #include "isolate/idpool.h"
 #include "isolate/sandbox_limits.h"
 #include "launcher/netproxy_limits.h"
@@ -218,6 +218,11 @@ static const cb_flag_t s_table[] = {
      "kernel", "what goes to the log (stderr)", S_L | S_K, S_OFF(log_level), 0, NULL},
     {"sandbox", CB_FK_CHOICE, S_NO, "", "full", "full|none", "MODE", "sandbox",
      "confinement; 'none' runs code UNCONFINED, for debugging", S_L, S_OFF(sandbox), 0, NULL},
+    {"isolation", CB_FK_CHOICE, S_NO, "", "namespaces", "namespaces|gvisor|microvm", "TIER",
+     "sandbox",
+     "the kernel the code talks to: the host's behind namespaces, gVisor's user-space kernel, or "
+     "a guest kernel in a QEMU micro-VM (docs/SECURITY.md)",
+     S_L, S_OFF(isolation), 0, NULL},
     {"memory", CB_FK_SIZE_MB, S_NUM(CB_OPT_MIN_MEMORY_MB), S_NUM(CB_OPT_MAX_MEMORY_MB), "MiB",
      S_STR(CB_DEFAULT_MEMORY_MB), NULL, "SIZE", "sandbox",
      "memory limit, no swap (MiB, or with a K/M/G suffix)", S_L, S_OFF(memory_mb), 0, NULL},
@@ -245,11 +250,11 @@ static const cb_flag_t s_table[] = {
      NULL},
     {"network-max-bytes", CB_FK_SIZE_MB, 1, S_NUM(CB_PROXY_MAX_MB_LIMIT), "MiB",
      S_STR(CB_PROXY_DEFAULT_MAX_MB), NULL, "SIZE", "sandbox",
-     "with allow: bytes the proxy relays per session, both directions", S_L,
-     S_OFF(network_max_mb), 0, NULL},
+     "with allow: bytes the proxy relays per session, both directions", S_L, S_OFF(network_max_mb),
+     0, NULL},
     {"uid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
-     "id the code runs as inside the sandbox (default " S_STR(CB_SANDBOX_UID) ")", S_L,
-     S_OFF(uid), 0, NULL},
+     "id the code runs as inside the sandbox (default " S_STR(CB_SANDBOX_UID) ")", S_L, S_OFF(uid),
+     0, NULL},
     {"gid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
      "group id the code runs as inside the sandbox", S_L, S_OFF(gid), 0, NULL},
     {"uid-range", CB_FK_TEXT, S_NO, "", CB_SANDBOX_ID_RANGE, NULL, "FIRST:COUNT", "sandbox",
@@ -473,6 +478,53 @@ int cb_flags_check_network(const cb_config_t *c, char *err, size_t len) {
     return 0;
 }
 
+int cb_flags_check_isolation(const cb_config_t *c, char *err, size_t len) {
+    if (strcmp(c->isolation, "namespaces") == 0) return 0;
+    if (strcmp(c->sandbox, "none") == 0)
+        return s_fail(err, len, "--isolation %s needs --sandbox full", c->isolation);
+    if (strcmp(c->network, "none") != 0)
+        return s_fail(err, len,
+                      "--isolation %s supports --network none only (its sandbox has no network "
+                      "device and no route to the allowlist proxy)",
+                      c->isolation);
+    if (c->workdir_source != NULL)
+        return s_fail(err, len, "--isolation %s does not take --workdir-source (yet)",
+                      c->isolation);
+    return 0;
+}
+
+#define S_USAGE_LHS   28 /* width of the flag column */
+#define S_USAGE_WIDTH 100 /* wrap help text here */
+#define S_USAGE_TEXT  1024 /* bytes of one flag's help with its default and bounds */
+
+/* One bound of a numeric flag: integers without exponent, floats short. */
+static void s_bound(char *buf, size_t len, const cb_flag_t *f, double v) {
+    if (f->kind == CB_FK_FLOAT)
+        snprintf(buf, len, "%g", v);
+    else
+        snprintf(buf, len, "%.0f", v);
+}
+
+/* Writes text after an indent of `col` columns, wrapped at S_USAGE_WIDTH. */
+static void s_wrapped(FILE *out, const char *text, size_t col) {
+    size_t at = col;
+    for (const char *w = text; *w;) {
+        size_t n = strcspn(w, " ");
+        if (at > col && at + 1 + n > S_USAGE_WIDTH) {
+            fprintf(out, "\n%*s", (int) col, "");
+            at = col;
+        } else if (at > col) {
+            fputc(' ', out);
+            at++;
+        }
+        fprintf(out, "%.*s", (int) n, w);
+        at += n;
+        w += n;
+        w += strspn(w, " ");
+    }
+    fputc('\n', out);
+}
+
 void cb_flags_usage(FILE *out, unsigned who) {
     static const char *const groups[] = {"kernel", "sandbox", "limits", "outputs"};
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
@@ -482,25 +534,36 @@ void cb_flags_usage(FILE *out, unsigned who) {
             if (!(f->who & who) || strcmp(f->group, groups[g]) != 0) continue;
             if (first) fprintf(out, "\n%s:\n", groups[g]);
             first = false;
-            char lhs[64];
+            char lhs[CB_FLAG_ERR_MAX], text[S_USAGE_TEXT], lo[CB_FLAG_NUM_MAX], hi[CB_FLAG_NUM_MAX];
             if (f->kind == CB_FK_BOOL)
                 snprintf(lhs, sizeof lhs, "--%s", f->name);
             else if (f->kind == CB_FK_CHOICE)
                 snprintf(lhs, sizeof lhs, "--%s %s", f->name, f->choices);
             else
                 snprintf(lhs, sizeof lhs, "--%s %s", f->name, f->metavar);
-            fprintf(out, "  %-28s %s", lhs, f->help);
-            bool paren = false;
-            if (f->def != NULL) {
-                fprintf(out, " (default %s%s%s", f->def, f->unit[0] ? " " : "", f->unit);
-                paren = true;
+            int n = snprintf(text, sizeof text, "%s", f->help);
+            const char *sep = " (";
+            if (f->def != NULL && n > 0 && (size_t) n < sizeof text) {
+                n += snprintf(text + n, sizeof text - (size_t) n, "%sdefault %s%s%s", sep, f->def,
+                              f->unit[0] ? " " : "", f->unit);
+                sep = "; ";
             }
-            if (f->kind == CB_FK_INT || f->kind == CB_FK_SIZE_MB || f->kind == CB_FK_FLOAT) {
-                fprintf(out, "%s%g..%g%s%s", paren ? "; " : " (", f->min, f->max,
-                        f->unit[0] ? " " : "", f->unit);
-                paren = true;
+            bool numeric = f->kind == CB_FK_INT || f->kind == CB_FK_SIZE_MB || f->kind == CB_FK_FLOAT;
+            if (numeric && n > 0 && (size_t) n < sizeof text) {
+                s_bound(lo, sizeof lo, f, f->min);
+                s_bound(hi, sizeof hi, f, f->max);
+                n += snprintf(text + n, sizeof text - (size_t) n, "%s%s..%s%s%s", sep, lo, hi,
+                              f->unit[0] ? " " : "", f->unit);
+                sep = "; ";
             }
-            fprintf(out, "%s\n", paren ? ")" : "");
+            if (sep[0] == ';' && n > 0 && (size_t) n < sizeof text)
+                snprintf(text + n, sizeof text - (size_t) n, ")");
+            /* a long flag (its choices) gets its own line */
+            if (strlen(lhs) > S_USAGE_LHS)
+                fprintf(out, "  %s\n%*s", lhs, S_USAGE_LHS + 3, "");
+            else
+                fprintf(out, "  %-*s ", S_USAGE_LHS, lhs);
+            s_wrapped(out, text, S_USAGE_LHS + 3);
         }
     }
 }

@@ -45,6 +45,7 @@ typedef enum {
 typedef struct {
     /* sandbox: read by the launcher */
     const char *sandbox;                     /* full | none */
+    const char *isolation;                   /* namespaces | gvisor | microvm */
     long memory_mb;                          /* --memory */
     long pids;                               /* --pids */
     double cpus;                             /* --cpus */
@@ -126,6 +127,9 @@ int cb_flags_parse(cb_config_t *c, unsigned who, int argc, char **argv, cb_flags
  * 0 ok, -1 with err. */
 int cb_flags_check_network(const cb_config_t *c, char *err, size_t err_len);
 
+/* Checks that --isolation fits the other flags: a stronger tier needs
+ * --sandbox full and --network none.  0 ok, -1 with err. */
+int cb_flags_check_isolation(const cb_config_t *c, char *err, size_t err_len);
 /* What --env accepts (flags.c is its only judge, the launcher applies it).
  * NAME must be [A-Za-z_][A-Za-z0-9_]* of at most CB_ENV_NAME_MAX bytes and
  * not one the sandbox fixes or that changes what the runner loads before

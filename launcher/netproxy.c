@@ -15,7 +15,7 @@
  * would do the same for root only (an unprivileged launcher holds no
  * CAP_SYS_ADMIN in its own user namespace), so init does it in both cases.
  */
-#include "netproxy.h"
+#include "launcher/netproxy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,10 +36,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "isolate/log.h"
 #include "launcher/netproxy_limits.h"
 #include "launcher/netrules.h"
-#include "util.h"
+#include "isolate/util.h"
 
 #define S_HIGH_FD             100       /* fds are moved above this before their final dup2 */
 #define S_ARG_BYTES           32        /* a rendered number */
@@ -47,7 +47,7 @@
 
 struct cb_netproxy {
     const cb_options_t *opts;                  /* borrowed */
-    cb_netrules_t rules;                          /* the allowlist, for the banner */
+    cb_netrules_t rules;                       /* the allowlist, for the banner */
     char bin[CB_PATH_MAX];                     /* cellblock-proxy next to us */
     int sv[2];                                 /* [0] ours, [1] init's: the listeners */
     int listen[CB_PROXY_LISTENERS];            /* received listeners, -1 */

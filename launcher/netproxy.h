@@ -23,9 +23,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "child.h"
-#include "mount.h"
-#include "options.h"
+#include "launcher/child.h"
+#include "isolate/mount.h"
+#include "launcher/options.h"
 
 typedef struct cb_netproxy cb_netproxy_t;
 

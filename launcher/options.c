@@ -77,7 +77,12 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
         o->env[i] = c.env[i];
     o->n_env = c.n_env;
     char why[CB_FLAG_ERR_MAX];
-    if (cb_flags_check_network(&c, why, sizeof why) < 0) return s_fail(err, err_len, why);
+    if (cb_flags_check_network(&c, why, sizeof why) < 0 ||
+        cb_flags_check_isolation(&c, why, sizeof why) < 0)
+        return s_fail(err, err_len, why);
+    o->isolation = strcmp(c.isolation, "gvisor") == 0    ? CB_ISOLATION_GVISOR
+                   : strcmp(c.isolation, "microvm") == 0 ? CB_ISOLATION_MICROVM
+                                                         : CB_ISOLATION_NAMESPACES;
     return 0;
 }
 

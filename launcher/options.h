@@ -20,6 +20,13 @@ typedef enum {
     CB_SANDBOX_NONE = 1, /* nothing: debugging only */
 } cb_sandbox_mode_t;
 
+/* --isolation: what the runner's code talks to (docs/SECURITY.md "Isolation tiers") */
+typedef enum {
+    CB_ISOLATION_NAMESPACES = 0, /* the host kernel, behind namespaces/seccomp/Landlock (default) */
+    CB_ISOLATION_GVISOR = 1,     /* gVisor's user-space kernel (runsc) inside those namespaces */
+    CB_ISOLATION_MICROVM = 2,    /* a guest kernel in a QEMU micro-VM inside those namespaces */
+} cb_isolation_t;
+
 typedef struct {
     const char *host;    /* absolute host path (argv memory, borrowed) */
     const char *sandbox; /* absolute path inside the sandbox (borrowed) */
@@ -28,6 +35,7 @@ typedef struct {
 
 typedef struct {
     cb_sandbox_mode_t sandbox;                 /* --sandbox */
+    cb_isolation_t isolation;                  /* --isolation */
     long memory_mb;                            /* --memory */
     long pids;                                 /* --pids */
     double cpus;                               /* --cpus */

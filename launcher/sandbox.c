@@ -54,11 +54,12 @@
 #include "isolate/idpool.h"
 #include "isolate/userns.h"
 #include "isolate/util.h"
+#include "launcher/tier.h"
 
 #define S_GO            'g' /* launcher -> init: ids and cgroup are set */
 #define S_STR(x)        S_STR2(x)
 #define S_STR2(x)       #x
-#define S_CHILDREN_BUF  64  /* bytes of /proc/PID/task/PID/children read */
+#define S_CHILDREN_BUF  64 /* bytes of /proc/PID/task/PID/children read */
 #define S_ISOLATION_MAX CB_REPORT_LINE_MAX
 
 enum { S_MSG_ERR = 1, S_MSG_WORKDIR = 2, S_MSG_STATUS = 3 };
@@ -95,6 +96,7 @@ struct cb_sandbox {
     cb_netproxy_t *np;                     /* --network allow: the egress proxy (borrowed) */
     char wd_source[CB_PATH_MAX];           /* --workdir-source, resolved ("" = none) */
     cb_overlay_stats_t ovl;                /* its walk, as init reported it */
+    cb_tier_t *tier;                       /* --isolation gvisor|microvm; NULL: namespaces */
 };
 
 static void s_err(cb_sandbox_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -211,7 +213,10 @@ static int s_plan_mounts(cb_sandbox_t *sb) {
                     CB_SANDBOX_TMPFS_INODES);
     if (cb_mount_plan_tmpfs(p, "/dev/shm", buf) < 0) return -1;
     if (cb_mount_plan_rdonly(p, "/dev") < 0) return -1;
-    if (cb_mount_plan_proc(p, "/proc") < 0 || cb_mount_plan_proc_masks(p, "/proc") < 0)
+    /* gvisor: the code sees gVisor's own /proc, and runsc must mount new ones,
+     * which a masked /proc forbids in a user namespace (mount_too_revealing) */
+    if (cb_mount_plan_proc(p, "/proc") < 0 ||
+        (!cb_tier_privileged(sb->tier) && cb_mount_plan_proc_masks(p, "/proc") < 0))
         return -1;
     (void) snprintf(buf, sizeof buf, "mode=1777,size=%ldm,nr_inodes=%d", o->disk_mb,
                     CB_SANDBOX_TMPFS_INODES);
@@ -279,11 +284,13 @@ __attribute__((noreturn)) static void s_init_fail(int ctl, cb_step_t step, int a
 
 __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int errfd) {
     static const char *const dirs[] = {CB_SANDBOX_HOME, "/tmp", "/dev/shm", NULL};
-    static const char *const files[] = {"/dev/null",   "/dev/zero",    "/dev/full",
-                                        "/dev/random", "/dev/urandom", NULL};
+    static const char *const files[] = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
+                                        "/dev/urandom", "/dev/kvm",  NULL};
     cb_child_reset_signals();
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) cb_child_fail(errfd, CB_STEP_CAPS, -1);
     if (setsid() < 0) cb_child_fail(errfd, CB_STEP_SETSID, -1);
+    /* gvisor: runsc builds its own namespaces, seccomp, capability drop and rlimits */
+    if (cb_tier_privileged(sb->tier)) cb_tier_run(sb->tier, errfd);
     if (cb_rlimits_apply(&sb->rlimits) < 0) cb_child_fail(errfd, CB_STEP_RLIMIT, -1);
     if (cb_caps_drop_all(sb->last_cap, !sb->userns, sb->uid, sb->gid) < 0)
         cb_child_fail(errfd, CB_STEP_CAPS, -1);
@@ -294,6 +301,7 @@ __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int 
         cb_child_fail(errfd, CB_STEP_LANDLOCK, -1);
     if (cb_child_prepare_fds() < 0) cb_child_fail(errfd, CB_STEP_FDS, -1);
     if (cb_seccomp_install(&sb->filter) < 0) cb_child_fail(errfd, CB_STEP_SECCOMP, -1);
+    if (sb->tier != NULL) cb_tier_run(sb->tier, errfd); /* microvm: QEMU, confined like this */
     execve(sb->exec.python, sb->exec.argv, sb->exec.envp);
     cb_child_fail(errfd, CB_STEP_EXEC, -1);
 }
@@ -428,6 +436,7 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
     case CB_STEP_SECCOMP: return "the kernel refused the seccomp filter (CONFIG_SECCOMP_FILTER?)";
     case CB_STEP_EXEC: return "check --python (it must exist below /usr or a bound prefix)";
     case CB_STEP_CAPS: return "could not drop privileges";
+    case CB_STEP_TIER: return cb_tier_hint(sb->tier, e->arg);
     default: return "";
     }
 }
@@ -476,35 +485,50 @@ static void s_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
     else
         (void) snprintf(net, sizeof net, "%s",
                         sb->opts->network_host ? "NETWORK HOST" : "net (lo only)");
-    char ll[CB_OPT_MAX_NAME];
+    char ll[CB_DESC_PART_MAX];
     if (sb->landlock_abi > 0)
         (void) snprintf(ll, sizeof ll, "Landlock ABI %d (writes: home, /tmp, /dev/shm)",
                         sb->landlock_abi);
     else
         (void) snprintf(ll, sizeof ll, "Landlock unavailable");
-    (void) snprintf(buf, len,
+    char conf[S_ISOLATION_MAX / 4];
+    if (cb_tier_privileged(sb->tier))
+        (void) snprintf(conf, sizeof conf, "runsc's own seccomp filters and capability drops");
+    else
+        (void) snprintf(conf, sizeof conf,
+                        "seccomp allowlist (%u syscalls, native ABI only); %s; no capabilities, "
+                        "no_new_privs",
+                        sb->filter.n_allowed, ll);
+    char base[S_ISOLATION_MAX * 2];             /* the tier's line is cut to len */
+    char *line = sb->tier != NULL ? base : buf; /* a tier wraps the namespaces line */
+    (void) snprintf(line, sb->tier != NULL ? sizeof base : len,
                     "cellblock sandbox: namespaces %spid,mount,%.160s,ipc,uts,cgroup; uid %lu "
                     "(host uid %lu%s); %s; "
-                    "disk %ld MiB tmpfs (home, /tmp); open files %ld; seccomp allowlist "
-                    "(%u syscalls, native ABI only); %s; no capabilities, no_new_privs",
+                    "disk %ld MiB tmpfs (home, /tmp); open files %ld; %s",
                     sb->userns ? "user," : "", net, (unsigned long) sb->uid,
                     sb->root ? sb->lease.id : (unsigned long) getuid(),
                     !sb->root    ? ", the kernel's user"
                     : sb->userns ? ", the sandbox's own"
                                  : ", the sandbox's own, no user namespace",
-                    sb->limits_desc, sb->opts->disk_mb, sb->opts->open_files, sb->filter.n_allowed,
-                    ll);
-    size_t used = strlen(buf);
-    if (sb->wd_source[0] && used < len) /* --workdir-source (truncated, never overrun) */
-        (void) snprintf(buf + used, len - used,
+                    sb->limits_desc, sb->opts->disk_mb, sb->opts->open_files, conf);
+    size_t line_len = sb->tier != NULL ? sizeof base : len;
+    size_t used = strlen(line);
+    if (sb->wd_source[0] && used < line_len) /* --workdir-source (truncated, never overrun) */
+        (void) snprintf(line + used, line_len - used,
                         "; home: a host folder read-only below the tmpfs (dotfiles hidden, %s%s)",
                         sb->ovl.idmapped ? "read as its owner" : "read as others",
                         sb->ovl.dirs_cut ? ", directories past the bounds hidden" : "");
+    if (sb->tier != NULL) cb_tier_describe(sb->tier, base, buf, len);
 }
 
 static int s_plan(cb_sandbox_t *sb) {
     const cb_options_t *o = sb->opts;
     char why[CB_REPORT_LINE_MAX / 2] = "";
+    sb->tier = cb_tier_new(o, why, sizeof why);
+    if (sb->tier == NULL && why[0] != '\0') {
+        s_err(sb, "%s", why);
+        return -1;
+    }
     /* as root: a host id of this sandbox's own (per-uid counters, finding 8
      * of issue 10); unprivileged, the kernel's user is the only id we have */
     if (sb->root && cb_idpool_acquire(CB_SANDBOX_ID_DIR, o->uid_first, o->uid_count, &sb->lease,
@@ -518,6 +542,12 @@ static int s_plan(cb_sandbox_t *sb) {
     if (sb->root && !cb_userns_possible(why, sizeof why)) {
         LOG_W("no user namespace (%s): the runner's id inside is its host id %lu", why,
               sb->lease.id);
+        sb->userns = false;
+        sb->uid = (uid_t) sb->lease.id;
+        sb->gid = (gid_t) sb->lease.id;
+    } else if (sb->root && cb_tier_privileged(sb->tier)) {
+        /* gvisor: runsc builds its own user namespace and needs real root
+         * for it; the code runs as the sandbox's own host id in gVisor */
         sb->userns = false;
         sb->uid = (uid_t) sb->lease.id;
         sb->gid = (gid_t) sb->lease.id;
@@ -550,7 +580,7 @@ static int s_plan(cb_sandbox_t *sb) {
     (void) cb_rlimits_add(&sb->rlimits, RLIMIT_CORE, 0);
     /* one parent group per kernel (our parent process), one group per
      * launcher, both named by pid and start time (isolate/cgroup.h) */
-    char name[CB_OPT_MAX_NAME], parent[CB_OPT_MAX_NAME];
+    char name[CB_CGROUP_NAME_MAX], parent[CB_CGROUP_NAME_MAX];
     /* (our parent gone already: no parent group, we are about to end) */
     bool has_parent = getppid() == sb->kernel_pid && sb->kernel_pid > 1 &&
                       cb_cgroup_kernel_name(sb->kernel_pid, parent, sizeof parent) == 0;
@@ -559,12 +589,22 @@ static int s_plan(cb_sandbox_t *sb) {
         return -1;
     }
     cb_cgroup_limits_t lim = {.memory_mb = o->memory_mb, .pids = o->pids, .cpus = o->cpus};
+    if (sb->tier != NULL && cb_tier_plan(sb->tier, &sb->mounts, &lim, sb->uid, sb->gid, runner_in,
+                                         sb->exec.envp, why, sizeof why) < 0) {
+        s_err(sb, "%s", why);
+        return -1;
+    }
     sb->cg = cb_cgroup_new_auto(has_parent ? parent : NULL, name, &lim, why, sizeof why);
     if (sb->cg != NULL) {
         cb_cgroup_describe(sb->cg, sb->limits_desc, sizeof sb->limits_desc);
     } else {
         if (o->require_limits) {
             s_err(sb, "--require-limits: cgroup limits cannot be applied: %s", why);
+            return -1;
+        }
+        if (sb->tier != NULL) { /* rlimits cannot bound runsc or QEMU: no silent downgrade */
+            s_err(sb, "--isolation %s needs cgroup limits, which cannot be applied: %s",
+                  o->isolation == CB_ISOLATION_GVISOR ? "gvisor" : "microvm", why);
             return -1;
         }
         LOG_W("DEGRADED: no usable cgroup (%s); falling back to rlimits", why);
@@ -596,7 +636,7 @@ static int s_owner_ids(cb_sandbox_t *sb, bool on) {
 }
 
 static pid_t s_runner_host_pid(pid_t init) {
-    char path[CB_OPT_MAX_NAME], buf[S_CHILDREN_BUF] = "";
+    char path[CB_PROC_PATH_MAX], buf[S_CHILDREN_BUF] = "";
     (void) snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", (long) init, (long) init);
     cb_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return init;
@@ -742,7 +782,11 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
 }
 
 void cb_sandbox_interrupt(cb_sandbox_t *sb) {
-    if (sb->init > 0) (void) kill(sb->init, SIGINT);
+    /* gvisor's supervisor keeps root, which init (no capabilities) may not signal */
+    if (cb_tier_privileged(sb->tier) && sb->runner > 0 && sb->runner != sb->init)
+        (void) kill(sb->runner, SIGINT);
+    else if (sb->init > 0)
+        (void) kill(sb->init, SIGINT);
 }
 
 void cb_sandbox_kill(cb_sandbox_t *sb) {
@@ -772,6 +816,7 @@ void cb_sandbox_exit_status(cb_sandbox_t *sb, int *status, bool *oom, const char
         cb_sandbox_on_ready(sb); /* init has exited */
     if (sb->have_status) *status = sb->runner_status;
     *oom = sb->cg != NULL && cb_cgroup_oom(sb->cg);
+    if (sb->tier != NULL && cb_tier_guest_oom(sb->tier, status)) *oom = true; /* microvm */
     if (*oom) *reason = "memory-limit";
 }
 
@@ -780,6 +825,7 @@ void cb_sandbox_destroy(cb_sandbox_t **self_p) {
     cb_sandbox_t *sb = *self_p;
     *self_p = NULL;
     cb_cgroup_destroy(&sb->cg);
+    cb_tier_destroy(&sb->tier);
     /* the id goes back only now: every process of the sandbox is gone */
     cb_idpool_release(&sb->lease);
     if (sb->ctl >= 0) close(sb->ctl);

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "launcher/netproxy_limits.h"
-#include "util.h"
+#include "isolate/util.h"
 
 #ifndef LANDLOCK_ACCESS_FS_REFER
 #define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)

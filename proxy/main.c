@@ -29,10 +29,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "isolate/log.h"
 #include "proxy/confine.h"
 #include "proxy/proxy.h"
-#include "util.h"
+#include "isolate/util.h"
 
 #define S_EXIT_USAGE 2 /* bad command line */
 #define S_EXIT_SETUP 3 /* could not start */

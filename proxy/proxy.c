@@ -37,9 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "isolate/log.h"
 #include "proxy/http.h"
-#include "util.h"
+#include "isolate/util.h"
 
 #define S_ARES_SOCKS_MAX 16 /* sockets c-ares holds at once (ARES_GETSOCK_MAXNUM) */
 #define S_ESTABLISHED    "HTTP/1.1 200 Connection established\r\nProxy-Agent: cellblock-proxy\r\n\r\n"

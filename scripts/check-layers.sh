@@ -2,7 +2,9 @@
 # check-layers.sh - DESIGN.md's dependency direction, for #include lines:
 # kernel -> launcher, artifacts -> isolate; isolate depends on nothing above
 # it.  (The link order of the per-folder archives checks the same for
-# symbols.)  Exits 1 and names each offending line.
+# symbols.)  Every project include names its folder ("isolate/log.h"), and
+# no project header shares a system header's name.  Exits 1 and names each
+# offending line.
 set -eu
 bad=0
 check() { # folder, allowed project folders (regex)
@@ -12,7 +14,11 @@ check() { # folder, allowed project folders (regex)
             inc=$(printf '%s' "$line" | sed 's/.*#include "\([^"]*\)".*/\1/')
             case "$inc" in
             */*) dir=${inc%%/*} ;;
-            *) dir=$1 ;; # same folder
+            *)
+                echo "check-layers: $f:${line%%:*}: write the folder: \"<folder>/$inc\""
+                echo x >> "$tmp"
+                continue
+                ;;
             esac
             if ! printf '%s' "$dir" | grep -Eq "^($2)$"; then
                 echo "check-layers: $f:${line%%:*}: $1/ must not include $inc"
@@ -28,6 +34,15 @@ check artifacts 'artifacts|isolate'
 check launcher 'launcher|isolate'
 check kernel 'kernel|launcher|artifacts|isolate'
 check proxy 'proxy|launcher|isolate'
+check vm 'vm|launcher|isolate'
+# no header of ours may share a system header's name (isolate/limits.h did)
+for h in isolate/*.h artifacts/*.h launcher/*.h kernel/*.h proxy/*.h vm/*.h; do
+    [ -e "$h" ] || continue
+    if [ -e "/usr/include/$(basename "$h")" ]; then
+        echo "check-layers: $h has the name of a system header (/usr/include/$(basename "$h"))"
+        echo x >> "$tmp"
+    fi
+done
 [ -s "$tmp" ] && bad=1
 [ "$bad" = 0 ] && echo "check-layers: includes follow DESIGN.md's layers"
 exit "$bad"

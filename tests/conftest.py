@@ -35,3 +35,40 @@ def pytest_runtest_protocol(item, nextitem):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+# --------------------------------------------------------------------------
+# CB_TEST_KERNEL_ARGS="--isolation gvisor": every suite that starts the
+# "cellblock" kernelspec gets one whose argv carries these extra kernel flags
+# (a copy of the built kernelspec in a temp dir, first in JUPYTER_PATH), so the
+# same tests run against another isolation tier or other limits.
+# --------------------------------------------------------------------------
+def _overlay_kernelspec():
+    import atexit
+    import json
+    import shlex
+    import shutil
+    import tempfile
+    extra = shlex.split(os.environ.get("CB_TEST_KERNEL_ARGS", ""))
+    if not extra:
+        return
+    build = os.environ.get("CELLBLOCK_BUILD") or os.path.join(os.path.dirname(HERE), "build")
+    root = os.path.join(build, "share", "jupyter")
+    src = os.path.join(root, "kernels", "cellblock", "kernel.json")
+    if not os.path.exists(src):
+        return  # the suites skip (or fail under CB_MUST_WORK) on their own
+    with open(src) as f:
+        spec = json.load(f)
+    spec["argv"] = spec["argv"] + extra
+    spec["display_name"] = "%s [%s]" % (spec.get("display_name", "cellblock"), " ".join(extra))
+    tmp = tempfile.mkdtemp(prefix="cb-test-kspec-")
+    atexit.register(shutil.rmtree, tmp, True)
+    kdir = os.path.join(tmp, "kernels", "cellblock")
+    os.makedirs(kdir)
+    with open(os.path.join(kdir, "kernel.json"), "w") as f:
+        json.dump(spec, f)
+    jp = [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p and p != root]
+    os.environ["JUPYTER_PATH"] = os.pathsep.join([tmp, root] + jp)
+
+
+_overlay_kernelspec()

@@ -73,9 +73,16 @@ def _network_arg(network):
                      "to allow (e.g. ['pypi.org', 'files.pythonhosted.org'])")
 
 
+ISOLATIONS = ("namespaces", "gvisor", "microvm")
+
+
 def _limit_args(memory=None, timeout=None, network=None, cpus=None, pids=None, disk=None,
-                artifacts=None):
+                artifacts=None, isolation=None):
     args = []
+    if isolation is not None:
+        if isolation not in ISOLATIONS:
+            raise ValueError("isolation must be one of %s" % ", ".join(ISOLATIONS))
+        args += ["--isolation", isolation]
     if memory is not None:
         args += ["--memory", _size_arg(memory)]
     if timeout is not None:
@@ -133,6 +140,9 @@ class Sandbox:
                egress proxy (e.g. ['pypi.org', 'files.pythonhosted.org']:
                no port = 80 and 443; '*.example.com' = names below it)
       cpus, pids, disk, artifacts ('none'|'images'|'all')
+      isolation 'namespaces' (the host kernel, default), 'gvisor' (gVisor's
+               user-space kernel) or 'microvm' (a guest kernel in a QEMU
+               micro-VM); see docs/SECURITY.md "Isolation tiers"
       workdir_source  a host folder the sandbox's working directory overlays
                (--workdir-source): its files are readable (dotfiles never),
                what the code writes stays in the sandbox and comes back as
@@ -146,9 +156,10 @@ class Sandbox:
 
     def __init__(self, kernel_name="cellblock", memory=None, timeout=None, network=None, cpus=None,
                  pids=None, disk=None, artifacts=None, extra_args=None, kernelspec_path=None,
+                 isolation=None,
                  envs=None, startup_timeout=60.0, kernel_stderr=None, workdir_source=None):
         self._lock = threading.RLock()
-        self._args = _limit_args(memory, timeout, network, cpus, pids, disk, artifacts)
+        self._args = _limit_args(memory, timeout, network, cpus, pids, disk, artifacts, isolation)
         if workdir_source is not None:
             src = os.fspath(workdir_source)
             self._args += ["--workdir-source",

@@ -109,6 +109,11 @@ def _import_hook(orig):
     neither loaded nor standard gets the shell loaded first."""
 
     def __import__(name, globals=None, locals=None, fromlist=(), level=0):
+        # a module IPython's loading stands in for (cb_lazy): the cell gets
+        # the real one, bound on its package as an import would bind it
+        if (level == 0 and isinstance(name, str) and globals is _S.user.__dict__
+                and type(sys.modules.get(name)).__name__ == "_LazyModule"):
+            _runner._mod("cb_lazy")._real(name)
         # only the cell's own imports (a library importing its optional
         # dependencies mid-import must not have the shell loaded under it)
         if (level == 0 and _S.shell is None and globals is _S.user.__dict__

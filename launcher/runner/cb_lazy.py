@@ -105,6 +105,12 @@ def prepare():
         if mod is not None:
             sys.modules[name] = mod
             _placed.append(name)
+            # `import a.b` finds a.b in sys.modules and then reads a.b off the
+            # package: the stand-in must be there too, or a cell that runs
+            # before release() gets "module 'urllib' has no attribute 'request'"
+            parent, _, child = name.rpartition(".")
+            if parent and parent in sys.modules and not hasattr(sys.modules[parent], child):
+                setattr(sys.modules[parent], child, mod)
 
 
 def release():
@@ -119,3 +125,7 @@ def release():
         name = _placed.pop()
         if isinstance(sys.modules.get(name), _LazyModule):
             del sys.modules[name]
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and isinstance(getattr(sys.modules[parent], child, None),
+                                                _LazyModule):
+            delattr(sys.modules[parent], child)

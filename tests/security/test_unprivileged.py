@@ -1,13 +1,12 @@
 """The sandbox when cellblock runs as an ordinary user (no root, no cgroups).
 
 The suite creates a throwaway user, runs `cellblock run` (the same launcher,
-runner and sandbox as the kernel) as that user, and checks containment from
-inside and from the host.  Each probe is also run unsandboxed as the same
+runner and sandbox as the kernel) as that user from a staged `make install`,
+and checks containment from inside and from the host.  Each probe is also run unsandboxed as the same
 user (`python3 -c`), which must escape, so every test can fail.
 """
 import json
 import os
-import pwd
 import secrets
 import shutil
 import subprocess
@@ -16,39 +15,27 @@ import time
 
 import pytest
 
-BUILD = os.environ.get("CELLBLOCK_BUILD") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "build")
-CELLBLOCK = os.path.join(BUILD, "bin", "cellblock")
-MUST_WORK = os.environ.get("CB_MUST_WORK") == "1"
-RUNUSER = shutil.which("runuser") or shutil.which("runuser", path="/usr/sbin:/sbin") or "runuser"
+from .conftest import RUNUSER, skip_or_fail
 
-
-def _skip_or_fail(why):
-    if MUST_WORK:
-        pytest.fail("cannot run (CB_MUST_WORK=1): " + why)
-    pytest.skip(why)
+# The user runs a staged `make install` (conftest.staged_install), not the
+# build tree: a clone in a directory only root can enter (/root is 0700 on
+# Debian) is out of the user's reach, which would test the file mode of the
+# clone, not the sandbox.
 
 
 @pytest.fixture(scope="module")
-def user():
-    """A temporary unprivileged user; removed afterwards."""
-    if os.geteuid() != 0:
-        _skip_or_fail("creating a test user needs root")
-    if not os.path.exists(RUNUSER) or not (shutil.which("useradd") or os.path.exists("/usr/sbin/useradd")):
-        _skip_or_fail("useradd/runuser missing")
-    name = "cbt" + secrets.token_hex(4)
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)
-    try:
-        # the build tree must be reachable for the user (it is, when world-readable)
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["pkill", "-KILL", "-u", name], check=False)
-        subprocess.run(["userdel", name], check=False)
+def user(throwaway_user):
+    return throwaway_user
 
 
-def _run_sandboxed(user, code, *args, timeout=60):
+@pytest.fixture(scope="module")
+def cellblock(staged_install):
+    return staged_install.cellblock
+
+
+def _run_sandboxed(user, cellblock, code, *args, timeout=60):
     return subprocess.run(
-        [RUNUSER, "-u", user.pw_name, "--", CELLBLOCK, "run", "--json", *args, "-"],
+        [RUNUSER, "-u", user.pw_name, "--", cellblock, "run", "--json", *args, "-"],
         input=code.encode(), capture_output=True, timeout=timeout, cwd="/",
         env={"PATH": "/usr/bin:/bin", "HOME": "/", "LANG": "C.UTF-8"})
 
@@ -66,17 +53,17 @@ def _stdout(proc):
 
 
 @pytest.fixture(scope="module")
-def works(user):
-    p = _run_sandboxed(user, "print('ok')")
+def works(user, cellblock):
+    p = _run_sandboxed(user, cellblock, "print('ok')")
     if p.returncode != 0:
         msg = p.stderr.decode()[-2000:]
         if "user namespace" in msg.lower():
-            _skip_or_fail("unprivileged user namespaces unavailable: " + msg)
+            skip_or_fail("unprivileged user namespaces unavailable: " + msg)
         pytest.fail("cellblock run as an ordinary user failed: " + msg)
     return True
 
 
-def test_runs_confined_as_ordinary_user(user, works):
+def test_runs_confined_as_ordinary_user(user, cellblock, works):
     code = textwrap.dedent("""
         import os
         st = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)
@@ -84,7 +71,7 @@ def test_runs_confined_as_ordinary_user(user, works):
         print('pid1', open('/proc/1/cmdline').read().split('\\0')[0].rsplit('/', 1)[-1])
         print('ifaces', sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net') else 'nosys')
     """)
-    out, ex = _stdout(_run_sandboxed(user, code))
+    out, ex = _stdout(_run_sandboxed(user, cellblock, code))
     assert "caps 0000000000000000 nnp 1 seccomp 2" in out, out
     assert "nosys" in out, out                      # no /sys in the sandbox
     assert "pid1 python" not in out and "pid1 systemd" not in out, out  # own pid namespace
@@ -93,7 +80,7 @@ def test_runs_confined_as_ordinary_user(user, works):
     assert "nnp 0" in plain and "nosys" not in plain, plain
 
 
-def test_host_files_invisible_as_ordinary_user(user, works, tmp_path_factory):
+def test_host_files_invisible_as_ordinary_user(user, cellblock, works, tmp_path_factory):
     secret = secrets.token_hex(16)
     path = "/tmp/cb-unpriv-secret-" + secrets.token_hex(4)
     with open(path, "w") as f:
@@ -101,18 +88,18 @@ def test_host_files_invisible_as_ordinary_user(user, works, tmp_path_factory):
     os.chmod(path, 0o644)                           # readable by the user on the host
     try:
         code = "import os\ntry:\n print(open(%r).read())\nexcept OSError as e:\n print('denied', e.errno)\n" % path
-        out, _ = _stdout(_run_sandboxed(user, code))
+        out, _ = _stdout(_run_sandboxed(user, cellblock, code))
         assert secret not in out and "denied" in out, out
         assert secret in _run_plain(user, code).stdout.decode()   # control escapes
     finally:
         os.unlink(path)
 
 
-def test_writes_stay_inside_as_ordinary_user(user, works):
+def test_writes_stay_inside_as_ordinary_user(user, cellblock, works):
     target = "/tmp/cb-unpriv-write-" + secrets.token_hex(4)
     code = "open(%r, 'w').write('x'); print('wrote')" % target
     try:
-        _run_sandboxed(user, code)
+        _run_sandboxed(user, cellblock, code)
         assert not os.path.exists(target), "a sandboxed write reached the host's /tmp"
         _run_plain(user, code)
         assert os.path.exists(target)               # control escapes
@@ -121,19 +108,19 @@ def test_writes_stay_inside_as_ordinary_user(user, works):
             os.unlink(target)
 
 
-def test_memory_limit_without_cgroups(user, works):
+def test_memory_limit_without_cgroups(user, cellblock, works):
     # Bounded: 600 MiB would be harmless even if the limit failed.
     code = "x = bytearray(600 * 1024 * 1024); print('allocated')"
-    p = _run_sandboxed(user, code, "--memory", "128M")
+    p = _run_sandboxed(user, cellblock, code, "--memory", "128M")
     out, ex = _stdout(p)
     assert "allocated" not in out
     assert p.returncode in (1, 125), (p.returncode, ex)
     assert "allocated" in _run_plain(user, code).stdout.decode()   # control allocates
 
 
-def test_nothing_left_after_run_as_ordinary_user(user, works):
+def test_nothing_left_after_run_as_ordinary_user(user, cellblock, works):
     code = "import subprocess; subprocess.Popen(['sleep', '300'], start_new_session=True); print('spawned')"
-    out, _ = _stdout(_run_sandboxed(user, code))
+    out, _ = _stdout(_run_sandboxed(user, cellblock, code))
     assert "spawned" in out
     left = subprocess.run(["pgrep", "-u", user.pw_name, "-f", "sleep 300"], capture_output=True)
     assert left.stdout.strip() == b"", "a background process survived the sandbox"
@@ -143,7 +130,7 @@ def test_nothing_left_after_run_as_ordinary_user(user, works):
 
 
 @pytest.fixture(scope="module")
-def user_kernel(user, works, tmp_path_factory):
+def user_kernel(user, works, staged_install):
     """cellblock-kernel started by jupyter_client but running as the test user.
 
     jupyter_client writes the connection file 0600 for root, so the kernelspec
@@ -153,7 +140,7 @@ def user_kernel(user, works, tmp_path_factory):
     from jupyter_client.kernelspec import KernelSpecManager
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     if not os.path.exists(setpriv):
-        _skip_or_fail("setpriv (util-linux) missing")
+        skip_or_fail("setpriv (util-linux) missing")
     import pathlib
     import tempfile
     home = pathlib.Path(tempfile.mkdtemp(prefix="cb-user-kernel-"))  # pytest's tmp is root-only
@@ -162,7 +149,7 @@ def user_kernel(user, works, tmp_path_factory):
     conn_dir.mkdir()
     os.chown(conn_dir, user.pw_uid, user.pw_gid)
     os.chmod(conn_dir, 0o700)
-    kernel = os.path.join(BUILD, "bin", "cellblock-kernel")
+    kernel = staged_install.bin
     script = ('cp "$0" {d}/conn.json && chown {u} {d}/conn.json && '
               'exec {sp} --reuid={uid} --regid={gid} --clear-groups -- {k} -f {d}/conn.json').format(
                   d=conn_dir, u=user.pw_name, sp=setpriv, uid=user.pw_uid, gid=user.pw_gid, k=kernel)

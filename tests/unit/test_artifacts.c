@@ -9,7 +9,7 @@
 #include "artifacts/artifacts.h"
 #include "artifacts/artifacts_fs.h"
 #include "artifacts/artifacts_limits.h"
-#include "log.h"
+#include "isolate/log.h"
 #include "tap.h"
 
 #include <errno.h>

@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "isolate/cgroup.h"
 #include "launcher/workdir.h"
-#include "util.h"
+#include "isolate/util.h"
 #include "tap.h"
 
 /* snprintf that checks for truncation (tests build paths under a temp dir) */
@@ -64,8 +64,8 @@ static void s_test_v2_parent(const char *root, const cb_cgroup_limits_t *lim) {
     put(par, "cgroup.subtree_control", "");
     FMT(box, "%s/box", par);
     mkdir(box, 0755);
-    static const char *files[] = {"memory.max", "memory.swap.max", "pids.max", "cpu.max",
-                                  "cgroup.procs", "cgroup.kill"};
+    static const char *files[] = {"memory.max", "memory.swap.max", "pids.max",
+                                  "cpu.max",    "cgroup.procs",    "cgroup.kill"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         put(box, files[i], "");
     cb_cgroup_t *cg = cb_cgroup_new_v2(base, "cellblock-k1-2", "box", lim, why, sizeof why);
@@ -105,10 +105,16 @@ static void s_test_names(void) {
     FMT(n, "cellblock-%ld", (long) getpid());
     TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_GONE,
                "first-release name whose pid is no launcher (pid reused): gone");
-    static const char *unknown[] = {"cellblock-unit-test", "cellblock-k12", "cellblock-1-",
-                                    "cellblock-1-2x", "cellblock--1-2", "cellblock-0-5",
-                                    "cellblock-99999999999999999999999-1", "other-1-2",
-                                    "cellblock-k", "cellblock-"};
+    static const char *unknown[] = {"cellblock-unit-test",
+                                    "cellblock-k12",
+                                    "cellblock-1-",
+                                    "cellblock-1-2x",
+                                    "cellblock--1-2",
+                                    "cellblock-0-5",
+                                    "cellblock-99999999999999999999999-1",
+                                    "other-1-2",
+                                    "cellblock-k",
+                                    "cellblock-"};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
         TAP_EQ_INT(cb_cgroup_owner(unknown[i]), CB_OWNER_UNKNOWN, unknown[i]);
 }

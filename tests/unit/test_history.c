@@ -51,7 +51,8 @@ int main(void) {
     cb_history_add(h, 4, "big");
     cb_history_set_output(h, 4, out, big);
     r = s_q(h, "{\"hist_access_type\":\"range\",\"start\":4,\"stop\":5,\"output\":true}");
-    const char *kept = json_string_value(json_array_get(json_array_get(json_array_get(r, 0), 2), 1));
+    const char *kept =
+        json_string_value(json_array_get(json_array_get(json_array_get(r, 0), 2), 1));
     TAP_OK(kept && strlen(kept) == CB_HISTORY_OUTPUT_MAX - 1,
            "output cut before the character that would cross the bound");
     json_decref(r);

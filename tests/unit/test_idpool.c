@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "idpool.h"
+#include "isolate/idpool.h"
 #include "launcher/workdir.h"
 #include "tap.h"
 

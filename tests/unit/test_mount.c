@@ -108,7 +108,8 @@ static void test_mask_plan(void) {
     TAP_EQ_INT(cb_mount_plan_proc_masks(&p, "/proc"), 0, "mask plan built");
     const cb_mount_op_t *c = find(&p, CB_MNT_MASK, "/newroot/proc/cmdline");
     TAP_OK(c && strcmp(c->src, "/newroot/dev/null") == 0, "cmdline masked with the sandbox's null");
-    TAP_OK(find(&p, CB_MNT_MASK, "/newroot/proc/kallsyms") && find(&p, CB_MNT_MASK, "/newroot/proc/kcore") &&
+    TAP_OK(find(&p, CB_MNT_MASK, "/newroot/proc/kallsyms") &&
+               find(&p, CB_MNT_MASK, "/newroot/proc/kcore") &&
                find(&p, CB_MNT_MASK, "/newroot/proc/sched_debug") &&
                find(&p, CB_MNT_MASK, "/newroot/proc/sysrq-trigger"),
            "runc's maskedPaths and the issue's list are there");
@@ -172,7 +173,8 @@ int main(void) {
     if (geteuid() != 0) {
         TAP_SKIP("running a plan needs root (mount namespaces)");
     } else {
-        TAP_EQ_INT(run_plan(src, NULL), 0, "plan runs: runner copy read-only, mtimes, /proc masked");
+        TAP_EQ_INT(run_plan(src, NULL), 0,
+                   "plan runs: runner copy read-only, mtimes, /proc masked");
         /* a chroot into a plain directory, as build chroots are */
         char ch[4096], d[4096];
         FMT(ch, "%s/chroot", root);

@@ -37,9 +37,9 @@ int main(void) {
     char why[256];
     cb_netrules_init(&R);
     TAP_EQ_INT(cb_netrules_parse(&R,
-                              "pypi.org,Files.PythonHosted.org:443,*.corp.example:8443,"
-                              "127.0.0.1:9000,[::1]:9001,api.test.:80",
-                              why, sizeof why),
+                                 "pypi.org,Files.PythonHosted.org:443,*.corp.example:8443,"
+                                 "127.0.0.1:9000,[::1]:9001,api.test.:80",
+                                 why, sizeof why),
                0, "a mixed allowlist parses");
     TAP_EQ_INT(R.n_rules, 6, "six rules");
     TAP_EQ_INT(match("pypi.org", 443), 0, "exact name, default port 443");

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "seccomp_filter.h"
+#include "isolate/seccomp_filter.h"
 #include "tap.h"
 
 #define X32_BIT 0x40000000L
@@ -79,9 +79,7 @@ static int t_inotify(void) {
     return wd >= 0 ? 0 : 1;
 }
 static int t_chroot(void) { return syscall(SYS_chroot, "/") < 0 && errno == EPERM ? 0 : 1; }
-static int t_pivot(void) {
-    return syscall(SYS_pivot_root, "/", "/") < 0 && errno == EPERM ? 0 : 1;
-}
+static int t_pivot(void) { return syscall(SYS_pivot_root, "/", "/") < 0 && errno == EPERM ? 0 : 1; }
 static int t_netlink(void) { return socket(AF_NETLINK, SOCK_RAW, 0) < 0 && errno == EPERM ? 0 : 1; }
 static int t_packet(void) { return socket(AF_PACKET, SOCK_RAW, 0) < 0 && errno == EPERM ? 0 : 1; }
 static int t_inet(void) {

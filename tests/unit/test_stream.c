@@ -59,7 +59,10 @@ int main(void) {
     free(big);
 
     /* invalid bytes and a truncated sequence at the end */
-    memcpy(s.buf, "x\xff" "y\xe2\x82", 5);
+    memcpy(s.buf,
+           "x\xff"
+           "y\xe2\x82",
+           5);
     s.len = 5;
     t = s_take(&s, false, &len);
     TAP_OK(t && len == 5 && memcmp(t, "x\xef\xbf\xbdy", 5) == 0, "an invalid byte becomes U+FFFD");
@@ -85,7 +88,8 @@ int main(void) {
     free(s_take(&s, false, &len));
 
     /* the budget cut */
-    const char *txt = "ab\xc3\xa9" "cd";
+    const char *txt = "ab\xc3\xa9"
+                      "cd";
     TAP_EQ_INT(cb_utf8_prefix(txt, 6, 3), 2, "a cut inside a character moves before it");
     TAP_EQ_INT(cb_utf8_prefix(txt, 6, 4), 4, "a cut after it keeps it");
     TAP_EQ_INT(cb_utf8_prefix(txt, 6, 100), 6, "no cut when it fits");

@@ -1,7 +1,9 @@
 /*
- * limits.h - every bound and default in cellblock, in one place.
+ * cb_limits.h - the bounds and defaults shared by every layer (named so no
+ * header here shares a system header's name).
  *
- * Modules add their constants here (grouped by owner) instead of writing
+ * Modules add their constants here (grouped by the module that uses them)
+ * instead of writing
  * numbers in code.  Sizes are in bytes unless the name says otherwise.
  */
 #ifndef CB_LIMITS_H
