@@ -293,13 +293,13 @@ static int64_t s_next_deadline(cb_session_t *s) {
     S_MIN(s->retry_at_ms);
     if (s->state == S_STARTING) S_MIN(s->proc.started_ms + CB_RUNNER_HELLO_TIMEOUT_MS);
     if (s->state == S_DYING) S_MIN(s->proc.started_ms > 0 ? s->timer_at : 0);
-    /* frames are waiting: for the runner to read its ack, or for the rate */
-    if (!s->paused && cb_sio_pending(s) > 0) {
-        if (s->ack_pending)
-            S_MIN(s->ack_check_ms);
-        else if (!cb_bucket_ready(&s->frames, now))
-            S_MIN(now + cb_bucket_wait_ms(&s->frames, now));
-    }
+    /* frames are waiting for the runner to read its ack */
+    if (!s->paused && cb_sio_pending(s) > 0 && s->ack_pending) S_MIN(s->ack_check_ms);
+    /* the rate: the event fd is not polled while the bucket is empty, so its
+     * refill must wake the session even when nothing is buffered yet (the
+     * runner's next frame is still in the socket) */
+    if (!s->paused && !cb_bucket_ready(&s->frames, now))
+        S_MIN(now + cb_bucket_wait_ms(&s->frames, now));
     if (!s->paused && !cb_bucket_ready(&s->bytes, now))
         S_MIN(now + cb_bucket_wait_ms(&s->bytes, now));
 #undef S_MIN

@@ -253,6 +253,21 @@ def test_comm_traffic_during_a_running_cell(kernel):
     assert echo and echo[0]["content"]["data"] == {"echo": {"during": 1}}
 
 
+def test_a_tight_loop_of_widget_updates(kernel):
+    """Thousands of comm messages as fast as a loop sends them (a progress
+    bar set every iteration): all arrive, in order, and the cell ends.  (The
+    kernel paces the sandbox's frames; its refill once woke nothing and the
+    cell hung until its time limit.)"""
+    kc = kernel.kc
+    r = ok(kc, "from ipykernel.comm import Comm\n"
+               "c = Comm(target_name='cb.fast')\n"
+               "for i in range(4000):\n"
+               "    c.send({'i': i})\n"
+               "print('done')", timeout=50)
+    assert [m["content"]["data"]["i"] for m in comm_msgs(r)] == list(range(4000))
+    assert r.stream() == "done\n"
+
+
 def test_comm_messages_from_a_thread_while_idle(kernel):
     """Widgets updated by a background thread after their cell ended: the
     messages reach the frontend (with their buffers) while the kernel is
