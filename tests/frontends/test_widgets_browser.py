@@ -194,8 +194,8 @@ def _widget_state(nb):
     text = json.dumps(state)
     ids = {}
     text = _UUID.sub(lambda m: ids.setdefault(m.group(0), "<ID %d>" % len(ids)), text)
-    # tqdm's rates and times differ from run to run
-    text = re.sub(r"\d+(?:\.\d+)?(?=(?:it/s|s/it))|\d\d:\d\d", "<T>", text)
+    # tqdm's times and rate differ from run to run: "[00:00<00:00, 130.35it/s]"
+    text = re.sub(r"\[[^\[\]]*(?:it/s|s/it)\]", "[<T>]", text)
     return json.loads(text)
 
 

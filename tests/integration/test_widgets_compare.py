@@ -29,8 +29,9 @@ pytestmark = [pytest.mark.cellblock_only, pytest.mark.timeout(300)]
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
 _ID_LINE = re.compile(r"^ID (\w+)=(\S+)$", re.M)
-# tqdm's rates and times
-_RATE = re.compile(r"\d+(?:\.\d+)?(?=(?:it/s|s/it)\b)|\d\d:\d\d(?=[<\]&,])")
+# tqdm's elapsed time, remaining time and rate: "[00:00<00:00, 130.35it/s]",
+# "[00:00<?, ?it/s]" before it knows
+_RATE = re.compile(r"\[[^\[\]]*(?:it/s|s/it)\]")
 
 
 @pytest.fixture
@@ -111,7 +112,7 @@ class Session:
                     return labels[o]
                 o = _UUID.sub(lambda m: numbering.setdefault(m.group(0),
                                                              "<ID %d>" % len(numbering)), o)
-                o = _RATE.sub("<T>", o)
+                o = _RATE.sub("[<T>]", o)
                 return ic.normalise_text(o, self.cwd, self.home)
             if isinstance(o, list):
                 return [fix(v) for v in o]
