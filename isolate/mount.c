@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -66,7 +67,9 @@ void cb_mount_plan_fini(cb_mount_plan_t *p) {
         free(p->ops[i].src);
         free(p->ops[i].dst);
         free(p->ops[i].data);
-        if (p->ops[i].kind == CB_MNT_OVERLAY && p->ops[i].fd >= 0) close(p->ops[i].fd);
+        if ((p->ops[i].kind == CB_MNT_OVERLAY || p->ops[i].kind == CB_MNT_COPY) &&
+            p->ops[i].fd >= 0)
+            close(p->ops[i].fd);
     }
     p->n = 0;
 }
@@ -323,6 +326,54 @@ int cb_mount_plan_copy_dir(cb_mount_plan_t *p, const char *host_dir, const char 
     return cb_mount_plan_rdonly(p, sandbox);
 }
 
+int cb_mount_plan_copy_files(cb_mount_plan_t *p, const char *sandbox, const char *const *hosts,
+                             size_t n) {
+    if (n > CB_SANDBOX_COPY_FILES_MAX) {
+        errno = E2BIG;
+        return -1;
+    }
+    size_t tmpfs_at = p->n;
+    if (cb_mount_plan_tmpfs(p, sandbox, "") < 0) return -1;
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *base = strrchr(hosts[i], '/');
+        base = base != NULL ? base + 1 : hosts[i];
+        char dst[CB_PATH_MAX];
+        int w = snprintf(dst, sizeof dst, "%s/%s", sandbox, base);
+        if (w < 0 || (size_t) w >= sizeof dst || base[0] == '\0') {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(hosts[i], O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+            (size_t) st.st_size > CB_SANDBOX_COPY_FD_BYTES_MAX - bytes) {
+            int e = fd < 0 ? errno : S_ISREG(st.st_mode) ? E2BIG : EINVAL;
+            PLOG_E("copying %s", hosts[i]);
+            if (fd >= 0) close(fd);
+            errno = e;
+            return -1;
+        }
+        cb_mount_op_t *op = cb_mount_plan_add(p, CB_MNT_COPY, dst);
+        if (op == NULL) {
+            close(fd);
+            return -1;
+        }
+        op->fd = fd;
+        op->data_len = (size_t) st.st_size;
+        op->mode = st.st_mode & 0755;
+        op->mtime = st.st_mtim;
+        bytes += (size_t) st.st_size;
+    }
+    char *opts = NULL;
+    if (asprintf(&opts, "mode=0755,size=%zuk,nr_inodes=%zu",
+                 bytes / 1024 + n * 4 + CB_SANDBOX_COPY_SLACK_KB, n + 16) < 0)
+        return -1;
+    free(p->ops[tmpfs_at].data);
+    p->ops[tmpfs_at].data = opts;
+    return cb_mount_plan_rdonly(p, sandbox);
+}
+
 /* ---- run (async-signal-safe from here on) --------------------------------- */
 
 static size_t s_len(const char *s) {
@@ -425,6 +476,31 @@ static int s_write_blob(const cb_mount_op_t *op) {
     return rc;
 }
 
+/* A COPY: the host file's bytes, by offset (the fd is shared with every
+ * restart of the sandbox, so its position is never moved). */
+static int s_write_copy(const cb_mount_op_t *op) {
+    if (s_mkdir_p(op->dst, true, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
+    int fd = open(op->dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, op->mode);
+    if (fd < 0) return -1;
+    off_t off = 0;
+    int rc = 0;
+    while ((size_t) off < op->data_len) {
+        ssize_t w = sendfile(fd, op->fd, &off, op->data_len - (size_t) off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) { /* shrank while we copied: EIO */
+            if (w == 0) errno = EIO;
+            rc = -1;
+            break;
+        }
+    }
+    struct timespec times[2] = {op->mtime, op->mtime};
+    if (rc == 0) rc = futimens(fd, times);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
 /* Hides dst; a path this kernel's /proc lacks is fine. */
 static int s_mask(const cb_mount_op_t *op) {
     struct stat st;
@@ -468,6 +544,7 @@ static int s_run_op(const cb_mount_op_t *op) {
     case CB_MNT_MASK: return s_mask(op);
     case CB_MNT_RO_SELF: return s_ro_self(op);
     case CB_MNT_BLOB: return s_write_blob(op);
+    case CB_MNT_COPY: return s_write_copy(op);
     case CB_MNT_OVERLAY:
         if (s_mkdir_p(op->dst, false, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
         return cb_overlay_run(op);

@@ -311,3 +311,25 @@ def test_microvm_fails_closed_without_guest_kernel(tmp_path):
     assert p.returncode == 3, err
     assert b"ran" not in p.stdout
     assert "guest kernel is not built" in err and "linux-image-amd64" in err
+
+
+@pytest.mark.parametrize("tier", ["gvisor", "microvm"])
+def test_tier_from_an_install_in_a_private_home(tier, tmp_path):
+    """cellblock installed under a 0700 home (a clone in /root): the sandbox's
+    ids cannot reach that path, so the tier's own files (cellblock-init, the
+    guest kernel and initrd) are copied in from descriptors the launcher opens,
+    never bound by path.  Found on a fresh machine (issue 9)."""
+    if tier == "gvisor":
+        needs_gvisor()
+    else:
+        from .test_tiers_microvm import needs_microvm
+        needs_microvm()
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    os.chmod(home, 0o700)
+    for part in ("bin", "libexec", "share"):
+        shutil.copytree(os.path.join(BUILD, part), home / part, symlinks=True)
+    p = subprocess.run([str(home / "bin" / "cellblock"), "run", "--isolation", tier, "-"],
+                       input=PROBE.encode(), capture_output=True, timeout=120, cwd="/")
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    assert p.stdout.decode().splitlines()[0] != HOST_RELEASE, p.stdout.decode()
