@@ -18,7 +18,7 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
 from .conftest import BUILD, KSPEC_FILE, KERNEL_BIN
-from .helpers import Kernel, collect_iopub, descendants, get_reply, request, wait_gone
+from .helpers import Kernel, collect_iopub, descendants, get_reply, request
 
 pytestmark = pytest.mark.cellblock_only
 
@@ -283,7 +283,7 @@ def test_client_sandbox_isolation():
         sb.kill()
 
 
-def test_gvisor_fails_closed_as_ordinary_user():
+def test_gvisor_fails_closed_as_ordinary_user(staged_install):
     """As an ordinary user runsc would need --rootless (the code as uid 0 in
     gVisor) and there is no cgroup here: the tier refuses, with the cause and
     the fix, instead of running weaker."""
@@ -291,8 +291,9 @@ def test_gvisor_fails_closed_as_ordinary_user():
     runuser = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin")
     if runuser is None:
         skip_or_fail("runuser missing")
-    p = subprocess.run([runuser, "-u", "nobody", "--", CELLBLOCK, "run", "--isolation", "gvisor",
-                        "-"], input=b"print('ran')", capture_output=True, timeout=60, cwd="/",
+    p = subprocess.run([runuser, "-u", "nobody", "--", staged_install.cellblock, "run",
+                        "--isolation", "gvisor", "-"], input=b"print('ran')",
+                       capture_output=True, timeout=60, cwd="/",
                        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     err = p.stderr.decode()
     assert p.returncode == 3, err
