@@ -349,8 +349,10 @@ int cb_mount_plan_copy_files(cb_mount_plan_t *p, const char *sandbox, const char
         if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
             (size_t) st.st_size > CB_SANDBOX_COPY_FD_BYTES_MAX - bytes) {
             int e = fd < 0 ? errno : S_ISREG(st.st_mode) ? E2BIG : EINVAL;
-            PLOG_E("copying %s", hosts[i]);
             if (fd >= 0) close(fd);
+            errno = e;
+            PLOG_E("copying %s (a regular file, at most %u bytes in all)", hosts[i],
+                   CB_SANDBOX_COPY_FD_BYTES_MAX);
             errno = e;
             return -1;
         }
@@ -452,46 +454,27 @@ static int s_write_file(const char *dst, const char *content, unsigned mode) {
     return 0;
 }
 
+/* A BLOB (bytes in the plan) or a COPY (bytes of the host file open at
+ * op->fd, read by offset: the fd is shared with every restart of the
+ * sandbox, so its position never moves), with the host file's mtime. */
 static int s_write_blob(const cb_mount_op_t *op) {
     if (s_mkdir_p(op->dst, true, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
     int fd = open(op->dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, op->mode);
     if (fd < 0) return -1;
-    size_t off = 0;
-    while (off < op->data_len) {
-        ssize_t w = write(fd, op->data + off, op->data_len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-            int e = errno;
-            close(fd);
-            errno = e;
-            return -1;
-        }
-        off += (size_t) w;
-    }
-    struct timespec times[2] = {op->mtime, op->mtime};
-    int rc = futimens(fd, times);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return rc;
-}
-
-/* A COPY: the host file's bytes, by offset (the fd is shared with every
- * restart of the sandbox, so its position is never moved). */
-static int s_write_copy(const cb_mount_op_t *op) {
-    if (s_mkdir_p(op->dst, true, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
-    int fd = open(op->dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, op->mode);
-    if (fd < 0) return -1;
+    size_t done = 0;
     off_t off = 0;
     int rc = 0;
-    while ((size_t) off < op->data_len) {
-        ssize_t w = sendfile(fd, op->fd, &off, op->data_len - (size_t) off);
+    while (done < op->data_len) {
+        ssize_t w = op->kind == CB_MNT_COPY
+                        ? sendfile(fd, op->fd, &off, op->data_len - done)
+                        : write(fd, op->data + done, op->data_len - done);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) { /* shrank while we copied: EIO */
+        if (w <= 0) { /* 0: the host file shrank while we copied */
             if (w == 0) errno = EIO;
             rc = -1;
             break;
         }
+        done += (size_t) w;
     }
     struct timespec times[2] = {op->mtime, op->mtime};
     if (rc == 0) rc = futimens(fd, times);
@@ -543,8 +526,8 @@ static int s_run_op(const cb_mount_op_t *op) {
         return mount(NULL, op->dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL);
     case CB_MNT_MASK: return s_mask(op);
     case CB_MNT_RO_SELF: return s_ro_self(op);
-    case CB_MNT_BLOB: return s_write_blob(op);
-    case CB_MNT_COPY: return s_write_copy(op);
+    case CB_MNT_BLOB:
+    case CB_MNT_COPY: return s_write_blob(op);
     case CB_MNT_OVERLAY:
         if (s_mkdir_p(op->dst, false, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
         return cb_overlay_run(op);
