@@ -266,13 +266,8 @@ static int s_copy_file(cb_mount_plan_t *p, int dfd, const char *name, const char
 
 static int s_copy_tree(cb_mount_plan_t *p, int dfd, const char *sandbox, int depth, size_t *bytes,
                        size_t *files, size_t *dirs) {
-    int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-    if (dup_fd < 0) return -1;
-    DIR *d = fdopendir(dup_fd);
-    if (d == NULL) {
-        close(dup_fd);
-        return -1;
-    }
+    DIR *d = cb_opendir_at(dfd);
+    if (d == NULL) return -1;
     int rc = 0;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL) {
