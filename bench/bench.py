@@ -33,7 +33,6 @@ BUILD = os.environ.get("CELLBLOCK_BUILD", os.path.join(REPO, "build"))
 sys.path.insert(0, HERE)
 
 import zmq  # noqa: E402
-from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 from jupyter_client.session import Session  # noqa: E402
 
 import kclient  # noqa: E402
@@ -60,14 +59,9 @@ class Contender:
 
 
 def contenders():
-    jp = os.path.join(BUILD, "share", "jupyter")
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = jp + (os.pathsep + old if old else "")
-    ksm = KernelSpecManager()
-    cb = ksm.get_kernel_spec("cellblock")
-    if not cb.resource_dir.startswith(jp):
-        raise HarnessError("cellblock kernelspec found at %s, not in %s" % (cb.resource_dir, jp))
-    ipy = ksm.get_kernel_spec("python3")
+    cb, ipy = kclient.built_kernelspecs()
+    if ipy is None:
+        raise HarnessError("no python3 kernelspec: ipykernel is the baseline")
     cbm = cb.interrupt_mode or "signal"
     return {
         "cb": Contender("cb", "cellblock", cb.argv, cbm),

@@ -42,7 +42,6 @@ BUILD = os.environ.get("CELLBLOCK_BUILD", os.path.join(REPO, "build"))
 sys.path.insert(0, HERE)
 
 import zmq  # noqa: E402
-from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 
 import kclient  # noqa: E402
 from kclient import Kernel, free_ports, now, tree, comm, pss_kib  # noqa: E402
@@ -85,19 +84,15 @@ def tree_cpu_ticks(pid):
 
 
 def kernelspecs():
-    jp = os.path.join(BUILD, "share", "jupyter")
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = jp + (os.pathsep + old if old else "")
-    ksm = KernelSpecManager()
-    cb = ksm.get_kernel_spec("cellblock")
-    if not cb.resource_dir.startswith(jp):
-        raise SystemExit("cellblock kernelspec found at %s, not in %s" % (cb.resource_dir, jp))
-    out = {"cellblock": (cb.argv, cb.interrupt_mode or "signal")}
     try:
-        ipy = ksm.get_kernel_spec("python3")
+        cb, ipy = kclient.built_kernelspecs()
+    except kclient.HarnessError as e:
+        raise SystemExit(str(e))
+    out = {"cellblock": (cb.argv, cb.interrupt_mode or "signal")}
+    if ipy is not None:
         out["ipykernel"] = (ipy.argv, ipy.interrupt_mode or "signal")
-    except Exception as e:  # noqa: BLE001 (reported, the run goes on without it)
-        log("no python3 kernelspec (%s): ipykernel figures skipped" % e)
+    else:
+        log("no python3 kernelspec: ipykernel figures skipped")
     return out
 
 

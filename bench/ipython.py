@@ -39,8 +39,8 @@ REPO = os.path.dirname(HERE)
 BUILD = os.environ.get("CELLBLOCK_BUILD", os.path.join(REPO, "build"))
 sys.path.insert(0, HERE)
 
-from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 
+import kclient  # noqa: E402
 from kclient import Kernel, now, tree_pss, pss_kib, HarnessError  # noqa: E402
 from stats import median, ratio, fmt_num, fmt_ratio  # noqa: E402
 
@@ -67,14 +67,10 @@ def log(*a):
 
 
 def kernelspecs():
-    jp = os.path.join(BUILD, "share", "jupyter")
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = jp + (os.pathsep + old if old else "")
-    ksm = KernelSpecManager()
-    cb = ksm.get_kernel_spec("cellblock")
-    if not cb.resource_dir.startswith(jp):
-        raise HarnessError("cellblock kernelspec found at %s, not in %s" % (cb.resource_dir, jp))
-    return cb, ksm.get_kernel_spec("python3")
+    cb, ipy = kclient.built_kernelspecs()
+    if ipy is None:
+        raise HarnessError("no python3 kernelspec: ipykernel is the baseline")
+    return cb, ipy
 
 
 def kernel(spec, label):

@@ -25,6 +25,9 @@ from jupyter_client.session import Session
 
 now = time.perf_counter
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("CELLBLOCK_BUILD", os.path.join(REPO, "build"))
+
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
 _CTX = zmq.Context.instance()
 _LIVE = []            # every Kernel launched and not yet cleaned up
@@ -37,6 +40,25 @@ class HarnessError(RuntimeError):
 
 class Timeout(HarnessError):
     pass
+
+
+def built_kernelspecs():
+    """(cellblock, python3) kernelspecs: cellblock's from the build (its
+    share/jupyter first in JUPYTER_PATH), python3 the installed ipykernel or
+    None when there is none."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+    jp = os.path.join(BUILD, "share", "jupyter")
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = jp + (os.pathsep + old if old else "")
+    ksm = KernelSpecManager()
+    cb = ksm.get_kernel_spec("cellblock")
+    if not cb.resource_dir.startswith(jp):
+        raise HarnessError("cellblock kernelspec found at %s, not in %s" % (cb.resource_dir, jp))
+    try:
+        ipy = ksm.get_kernel_spec("python3")
+    except NoSuchKernel:
+        ipy = None
+    return cb, ipy
 
 
 def free_ports(n):

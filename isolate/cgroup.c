@@ -113,6 +113,21 @@ static cb_cgroup_t *s_alloc(cb_cgroup_version_t v, const cb_cgroup_limits_t *lim
     return cg;
 }
 
+static bool s_empty(const char *dir);
+
+/* mkdir of a sandbox's own group: an existing one is taken over only when
+ * no process is in it (a stale leftover of the same name); a live one is
+ * never shared (its owner's teardown would kill this sandbox, and ours its
+ * sandbox).  0 ok, -1 errno (EEXIST: a live group has the name). */
+static int s_mkdir_own(const char *dir) {
+    if (mkdir(dir, CB_SANDBOX_MKDIR_MODE) == 0) return 0;
+    if (errno != EEXIST) return -1;
+    if (s_empty(dir)) return 0;
+    LOG_E("cgroup %s already holds processes: not sharing it", dir);
+    errno = EEXIST;
+    return -1;
+}
+
 /* mkdir that accepts an existing directory. */
 static int s_mkdir(const char *dir) {
     if (mkdir(dir, CB_SANDBOX_MKDIR_MODE) == 0 || errno == EEXIST) return 0;
@@ -192,9 +207,13 @@ cb_cgroup_t *cb_cgroup_new_v2(const char *base, const char *parent, const char *
                            strerror(errno));
             goto fail;
         }
-        if (mkdir(cg->dir, CB_SANDBOX_MKDIR_MODE) == 0 || errno == EEXIST) break;
+        if (s_mkdir_own(cg->dir) == 0) break;
         if (errno != ENOENT) {
             cb_fmt_why(why, why_len, "cgroup v2: mkdir(%s): %s", cg->dir, strerror(errno));
+            if (errno == EEXIST) { /* another sandbox's group: not ours to kill or remove */
+                free(cg->dir);
+                cg->dir = NULL;
+            }
             goto fail;
         }
     }
@@ -274,7 +293,7 @@ static int s_v1_make(const char *base, const char *parent, const char *name, cha
     }
     for (int t = 0; t < CB_CGROUP_CREATE_TRIES; t++) {
         if (pd != NULL && s_mkdir(pd) < 0) break;
-        if (mkdir(d, CB_SANDBOX_MKDIR_MODE) == 0 || errno == EEXIST) {
+        if (s_mkdir_own(d) == 0) {
             *parent_out = pd;
             *dir_out = d;
             return 0;

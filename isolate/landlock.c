@@ -14,38 +14,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/landlock.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
-#endif
-#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
-#endif
-#ifndef LANDLOCK_SCOPE_SIGNAL
-#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
-#endif
-#ifndef LANDLOCK_CREATE_RULESET_VERSION
-#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
-#endif
-#define S_ABI_REFER    2 /* first ABI with REFER */
-#define S_ABI_TRUNCATE 3 /* first ABI with TRUNCATE */
-#define S_ABI_SCOPE    6 /* first ABI with scoped signals/sockets */
-
-/* struct landlock_ruleset_attr as of ABI 6 (fs, net, scoped) */
-struct s_ruleset_attr {
-    uint64_t handled_access_fs;  /* rights the ruleset governs */
-    uint64_t handled_access_net; /* unused: the net namespace does this */
-    uint64_t scoped;             /* LANDLOCK_SCOPE_* */
-};
+#include "isolate/landlock_abi.h"
 
 #define S_FS_WRITE_FILE (LANDLOCK_ACCESS_FS_WRITE_FILE)
 #define S_FS_WRITE_DIR                                                                             \
@@ -76,14 +51,14 @@ int cb_landlock_apply(int abi, const char *const *dirs, const char *const *files
         return -1;
     }
     uint64_t extra_dir = 0, extra_file = 0;
-    if (abi >= S_ABI_REFER) extra_dir |= LANDLOCK_ACCESS_FS_REFER;
-    if (abi >= S_ABI_TRUNCATE) {
+    if (abi >= CB_LANDLOCK_ABI_REFER) extra_dir |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= CB_LANDLOCK_ABI_TRUNCATE) {
         extra_dir |= LANDLOCK_ACCESS_FS_TRUNCATE;
         extra_file |= LANDLOCK_ACCESS_FS_TRUNCATE;
     }
-    struct s_ruleset_attr attr = {.handled_access_fs = S_FS_WRITE_DIR | extra_dir};
-    size_t attr_size = offsetof(struct s_ruleset_attr, handled_access_net);
-    if (abi >= S_ABI_SCOPE) {
+    cb_landlock_attr_t attr = {.handled_access_fs = S_FS_WRITE_DIR | extra_dir};
+    size_t attr_size = offsetof(cb_landlock_attr_t, handled_access_net);
+    if (abi >= CB_LANDLOCK_ABI_SCOPE) {
         attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
         attr_size = sizeof attr;
     }

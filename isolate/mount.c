@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -66,7 +67,9 @@ void cb_mount_plan_fini(cb_mount_plan_t *p) {
         free(p->ops[i].src);
         free(p->ops[i].dst);
         free(p->ops[i].data);
-        if (p->ops[i].kind == CB_MNT_OVERLAY && p->ops[i].fd >= 0) close(p->ops[i].fd);
+        if ((p->ops[i].kind == CB_MNT_OVERLAY || p->ops[i].kind == CB_MNT_COPY) &&
+            p->ops[i].fd >= 0)
+            close(p->ops[i].fd);
     }
     p->n = 0;
 }
@@ -263,13 +266,8 @@ static int s_copy_file(cb_mount_plan_t *p, int dfd, const char *name, const char
 
 static int s_copy_tree(cb_mount_plan_t *p, int dfd, const char *sandbox, int depth, size_t *bytes,
                        size_t *files, size_t *dirs) {
-    int dup_fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-    if (dup_fd < 0) return -1;
-    DIR *d = fdopendir(dup_fd);
-    if (d == NULL) {
-        close(dup_fd);
-        return -1;
-    }
+    DIR *d = cb_opendir_at(dfd);
+    if (d == NULL) return -1;
     int rc = 0;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL) {
@@ -318,6 +316,56 @@ int cb_mount_plan_copy_dir(cb_mount_plan_t *p, const char *host_dir, const char 
     size_t kb = bytes / 1024 + (files + dirs) * 4 + CB_SANDBOX_COPY_SLACK_KB;
     char *opts = NULL;
     if (asprintf(&opts, "mode=0755,size=%zuk,nr_inodes=%zu", kb, files + dirs + 16) < 0) return -1;
+    free(p->ops[tmpfs_at].data);
+    p->ops[tmpfs_at].data = opts;
+    return cb_mount_plan_rdonly(p, sandbox);
+}
+
+int cb_mount_plan_copy_files(cb_mount_plan_t *p, const char *sandbox, const char *const *hosts,
+                             size_t n) {
+    if (n > CB_SANDBOX_COPY_FILES_MAX) {
+        errno = E2BIG;
+        return -1;
+    }
+    size_t tmpfs_at = p->n;
+    if (cb_mount_plan_tmpfs(p, sandbox, "") < 0) return -1;
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *base = strrchr(hosts[i], '/');
+        base = base != NULL ? base + 1 : hosts[i];
+        char dst[CB_PATH_MAX];
+        int w = snprintf(dst, sizeof dst, "%s/%s", sandbox, base);
+        if (w < 0 || (size_t) w >= sizeof dst || base[0] == '\0') {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(hosts[i], O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+            (size_t) st.st_size > CB_SANDBOX_COPY_FD_BYTES_MAX - bytes) {
+            int e = fd < 0 ? errno : S_ISREG(st.st_mode) ? E2BIG : EINVAL;
+            if (fd >= 0) close(fd);
+            errno = e;
+            PLOG_E("copying %s (a regular file, at most %u bytes in all)", hosts[i],
+                   CB_SANDBOX_COPY_FD_BYTES_MAX);
+            errno = e;
+            return -1;
+        }
+        cb_mount_op_t *op = cb_mount_plan_add(p, CB_MNT_COPY, dst);
+        if (op == NULL) {
+            close(fd);
+            return -1;
+        }
+        op->fd = fd;
+        op->data_len = (size_t) st.st_size;
+        op->mode = st.st_mode & 0755;
+        op->mtime = st.st_mtim;
+        bytes += (size_t) st.st_size;
+    }
+    char *opts = NULL;
+    if (asprintf(&opts, "mode=0755,size=%zuk,nr_inodes=%zu",
+                 bytes / 1024 + n * 4 + CB_SANDBOX_COPY_SLACK_KB, n + 16) < 0)
+        return -1;
     free(p->ops[tmpfs_at].data);
     p->ops[tmpfs_at].data = opts;
     return cb_mount_plan_rdonly(p, sandbox);
@@ -401,24 +449,30 @@ static int s_write_file(const char *dst, const char *content, unsigned mode) {
     return 0;
 }
 
+/* A BLOB (bytes in the plan) or a COPY (bytes of the host file open at
+ * op->fd, read by offset: the fd is shared with every restart of the
+ * sandbox, so its position never moves), with the host file's mtime. */
 static int s_write_blob(const cb_mount_op_t *op) {
     if (s_mkdir_p(op->dst, true, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
     int fd = open(op->dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, op->mode);
     if (fd < 0) return -1;
-    size_t off = 0;
-    while (off < op->data_len) {
-        ssize_t w = write(fd, op->data + off, op->data_len - off);
+    size_t done = 0;
+    off_t off = 0;
+    int rc = 0;
+    while (done < op->data_len) {
+        ssize_t w = op->kind == CB_MNT_COPY
+                        ? sendfile(fd, op->fd, &off, op->data_len - done)
+                        : write(fd, op->data + done, op->data_len - done);
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-            int e = errno;
-            close(fd);
-            errno = e;
-            return -1;
+        if (w <= 0) { /* 0: the host file shrank while we copied */
+            if (w == 0) errno = EIO;
+            rc = -1;
+            break;
         }
-        off += (size_t) w;
+        done += (size_t) w;
     }
     struct timespec times[2] = {op->mtime, op->mtime};
-    int rc = futimens(fd, times);
+    if (rc == 0) rc = futimens(fd, times);
     int e = errno;
     close(fd);
     errno = e;
@@ -467,7 +521,8 @@ static int s_run_op(const cb_mount_op_t *op) {
         return mount(NULL, op->dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL);
     case CB_MNT_MASK: return s_mask(op);
     case CB_MNT_RO_SELF: return s_ro_self(op);
-    case CB_MNT_BLOB: return s_write_blob(op);
+    case CB_MNT_BLOB:
+    case CB_MNT_COPY: return s_write_blob(op);
     case CB_MNT_OVERLAY:
         if (s_mkdir_p(op->dst, false, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
         return cb_overlay_run(op);

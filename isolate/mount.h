@@ -29,6 +29,7 @@ typedef enum {
     CB_MNT_RO_SELF,  /* bind dst onto itself, read-only (a subtree of /proc) */
     CB_MNT_BLOB,     /* regular file dst with data_len bytes of data, mode and mtime */
     CB_MNT_OVERLAY,  /* a host folder overlaid at dst (isolate/overlay.h) */
+    CB_MNT_COPY,     /* regular file dst copied from the host file open at fd: data_len bytes */
 } cb_mount_kind_t;
 
 typedef struct {
@@ -40,7 +41,8 @@ typedef struct {
     bool src_is_dir;       /* BIND_*: the source is a directory */
     size_t data_len;       /* BLOB: bytes of data */
     struct timespec mtime; /* BLOB: modification time kept from the host (pyc checks it) */
-    int fd;                /* OVERLAY: detached mount of the lower (owned), or -1: bind src */
+    int fd;                /* OVERLAY: detached mount of the lower (owned), or -1: bind src;
+                            * COPY: the host file, opened by the launcher (owned) */
     uid_t uid;             /* OVERLAY: owner of the upper (the sandbox's id inside) */
     gid_t gid;             /* OVERLAY: its group */
 } cb_mount_op_t;
@@ -84,6 +86,14 @@ int cb_mount_plan_proc_masks(cb_mount_plan_t *p, const char *proc);
  * at most CB_SANDBOX_COPY_FILES_MAX files and CB_SANDBOX_COPY_BYTES_MAX
  * bytes.  0 ok, -1 errno (E2BIG: over a bound). */
 int cb_mount_plan_copy_dir(cb_mount_plan_t *p, const char *host_dir, const char *sandbox);
+/* Copies n host files (regular, at most CB_SANDBOX_COPY_FILES_MAX of them and
+ * CB_SANDBOX_COPY_FD_BYTES_MAX bytes in all) into a fresh tmpfs at sandbox,
+ * each under its base name, read-only afterwards.  The files are opened now,
+ * by the launcher, and copied when the plan runs: a sandbox whose ids cannot
+ * reach the host path (an install under a 0700 home) still gets them, and no
+ * byte is held in the launcher's memory.  0 ok, -1 errno (E2BIG: over a bound). */
+int cb_mount_plan_copy_files(cb_mount_plan_t *p, const char *sandbox, const char *const *hosts,
+                             size_t n);
 
 /* Async-signal-safe: make / private, build the new root from the plan,
  * pivot into it, detach the old root, make / read-only.  When the current

@@ -72,6 +72,7 @@
 #define CB_SANDBOX_COPY_DEPTH     2                       /* runner copy: subdir levels */
 #define CB_SANDBOX_COPY_FILES_MAX 64                      /* runner copy: files */
 #define CB_SANDBOX_COPY_BYTES_MAX (8u << 20)              /* runner copy: bytes in all */
+#define CB_SANDBOX_COPY_FD_BYTES_MAX (64u << 20) /* copied host files (a guest kernel) */
 #define CB_SANDBOX_COPY_SLACK_KB  64                      /* runner tmpfs beyond its files */
 #define CB_SANDBOX_FILE_MAX       4096                    /* synthesized /etc file bytes */
 #define CB_SANDBOX_TMPFS_INODES   65536                   /* nr_inodes of each writable tmpfs */

@@ -27,6 +27,18 @@ int cb_write_all(int fd, const void *buf, size_t len) {
     return 0;
 }
 
+DIR *cb_opendir_at(int dfd) {
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return d;
+}
+
 int cb_read_all(int fd, void *buf, size_t len) {
     char *p = buf;
     while (len > 0) {

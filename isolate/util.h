@@ -6,6 +6,7 @@
 #ifndef CB_UTIL_H
 #define CB_UTIL_H
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/types.h>
@@ -36,6 +37,9 @@ static inline int steal_fd(int *fd) {
 int cb_write_all(int fd, const void *buf, size_t len);
 /* read(2) exactly len bytes. 0 ok, -1 errno (EPIPE-like: errno=0 on EOF). */
 int cb_read_all(int fd, void *buf, size_t len);
+/* A DIR stream over the directory open at dfd, with its own descriptor and
+ * offset (dfd stays usable for *at calls); closedir it.  NULL with errno. */
+DIR *cb_opendir_at(int dfd);
 /* Sends len bytes as one message on a unix socket, with fd attached by
  * SCM_RIGHTS when fd >= 0.  Retries EINTR; no allocation (safe between clone
  * and exec).  0 ok, -1 errno. */

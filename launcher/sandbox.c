@@ -414,9 +414,14 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
                                    : "while overlaying the --workdir-source folder";
         if (e->arg >= 0 && (size_t) e->arg < sb->mounts.n) {
             const cb_mount_op_t *op = &sb->mounts.ops[e->arg];
-            (void) snprintf(buf, len, "while mounting %s%s%s",
-                            op->dst + strlen(CB_SANDBOX_NEWROOT) + 1, op->src ? " from " : "",
-                            op->src ? op->src : "");
+            bool bind = op->kind == CB_MNT_BIND_RO && op->src != NULL;
+            (void) snprintf(buf, len, "mounting %s%s%s%s", op->dst + strlen(CB_SANDBOX_NEWROOT) + 1,
+                            bind ? " from " : "",
+                            bind ? op->src + strlen(CB_SANDBOX_OLDROOT) + 1 : "",
+                            bind && e->err == EACCES
+                                ? " (the sandbox's ids cannot reach that host path: is it "
+                                  "under a private home? --ro-bind a world-readable copy)"
+                                : "");
             return buf;
         }
         return "mounting failed";
@@ -443,8 +448,9 @@ static const char *s_hint(const cb_sandbox_t *sb, const cb_child_err_t *e, char 
 
 static void s_child_error(cb_sandbox_t *sb, const cb_child_err_t *e) {
     char hb[CB_REPORT_LINE_MAX / 2];
-    s_err(sb, "sandbox setup failed while %s: %s. %s", cb_step_name(e->step), strerror(e->err),
-          s_hint(sb, e, hb, sizeof hb));
+    const char *hint = s_hint(sb, e, hb, sizeof hb);
+    s_err(sb, "sandbox setup failed while %s: %s%s%s", cb_step_name(e->step), strerror(e->err),
+          hint[0] != '\0' ? "; " : "", hint);
 }
 
 static int s_recv_msg(int fd, s_msg_t *m, int *got_fd) {

@@ -184,8 +184,11 @@ int cb_gvisor_plan(cb_gvisor_t *g, cb_mount_plan_t *mounts, cb_cgroup_limits_t *
                    unsigned long uid, unsigned long gid, const char *runner, char *const *envp,
                    char *why, size_t why_len) {
     /* the filter's mountpoint: gVisor cannot create one in the read-only root */
+    /* cellblock-init is copied, not bound: an install under a 0700 home is
+     * out of the sandbox's ids' reach */
+    const char *own[] = {g->init};
     if (cb_mount_plan_bind(mounts, g->runsc, CB_GVISOR_RUNSC, false, false) < 0 ||
-        cb_mount_plan_bind(mounts, g->init, CB_TIER_INIT, false, false) < 0 ||
+        cb_mount_plan_copy_files(mounts, CB_TIER_OWN_DIR, own, 1) < 0 ||
         cb_mount_plan_file(mounts, CB_GVISOR_BPF, "", 0444) < 0) {
         (void) snprintf(why, why_len, "planning the gvisor tier's mounts: %s", strerror(errno));
         return -1;

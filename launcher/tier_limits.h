@@ -15,8 +15,9 @@
 
 /* ---- where the tiers' files appear inside the sandbox ---------------------- */
 #define CB_TIER_DIR       "/opt/cellblock/tier" /* ro binds of the tier's programs */
-#define CB_TIER_INIT_NAME "cellblock-init"      /* vm/init.c, beside the launcher */
-#define CB_TIER_INIT      CB_TIER_DIR "/" CB_TIER_INIT_NAME
+#define CB_TIER_OWN_DIR   CB_TIER_DIR "/own" /* copies of cellblock's own files (tmpfs) */
+#define CB_TIER_INIT_NAME "cellblock-init"   /* vm/init.c, beside the launcher */
+#define CB_TIER_INIT      CB_TIER_OWN_DIR "/" CB_TIER_INIT_NAME
 #define CB_TIER_STATE     "/tmp/.cellblock-tier" /* supervisor's private dir (0700) */
 
 /* ---- gvisor -------------------------------------------------------------- */

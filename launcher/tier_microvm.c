@@ -229,7 +229,8 @@ static int s_plan_guest_tree(cb_mount_plan_t *p, const char *runner) {
         case CB_MNT_RDONLY:
         case CB_MNT_MASK:    /* /proc's: the guest has its own */
         case CB_MNT_RO_SELF: /* same */
-        case CB_MNT_BLOB: break;
+        case CB_MNT_BLOB:
+        case CB_MNT_COPY: break;
         }
         if (rc < 0) return -1;
     }
@@ -308,9 +309,9 @@ static int s_qemu_argv(const cb_microvm_t *m, cb_tier_argv_t *a, bool kvm) {
     rc |= cb_tier_argv_add(a, "-smp");
     rc |= cb_tier_argv_add(a, "%d", m->vcpus);
     rc |= cb_tier_argv_add(a, "-kernel");
-    rc |= cb_tier_argv_add(a, "%s/vmlinuz", CB_TIER_DIR);
+    rc |= cb_tier_argv_add(a, "%s/vmlinuz", CB_TIER_OWN_DIR);
     rc |= cb_tier_argv_add(a, "-initrd");
-    rc |= cb_tier_argv_add(a, "%s/initrd.img", CB_TIER_DIR);
+    rc |= cb_tier_argv_add(a, "%s/initrd.img", CB_TIER_OWN_DIR);
     rc |= cb_tier_argv_add(a, "-append");
     rc |= cb_tier_argv_add(
         a, "%s panic=-1 reboot=t rdinit=/init tsc=reliable no_timer_check lpj=%d",
@@ -378,10 +379,12 @@ int cb_microvm_plan(cb_microvm_t *m, cb_mount_plan_t *mounts, cb_cgroup_limits_t
                         "/dev/kvm is closed to the sandbox's ids: --gid of the kvm group");
     }
     (void) snprintf(m->accel_note, sizeof m->accel_note, "%s", kvm_why);
+    /* copied, not bound: an install under a 0700 home is out of the
+     * sandbox's ids' reach (and the files are small) */
+    const char *images[] = {m->vmlinuz, m->initrd};
     if (s_plan_guest_tree(mounts, o->runner) < 0 ||
         cb_mount_plan_file(mounts, CB_VM_GUEST_ROOT CB_VM_CONF, conf, 0444) < 0 ||
-        cb_mount_plan_bind(mounts, m->vmlinuz, CB_TIER_DIR "/vmlinuz", false, false) < 0 ||
-        cb_mount_plan_bind(mounts, m->initrd, CB_TIER_DIR "/initrd.img", false, false) < 0 ||
+        cb_mount_plan_copy_files(mounts, CB_TIER_OWN_DIR, images, 2) < 0 ||
         (m->kvm && s_plan_kvm(mounts) < 0)) {
         (void) snprintf(why, why_len, "planning the micro-VM's files: %s (%zu mounts)",
                         strerror(errno), mounts->n);

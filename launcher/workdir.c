@@ -39,13 +39,8 @@ static int s_remove_children(int dfd, dev_t dev, int depth) {
         LOG_W("workdir deeper than %d levels; left in place", CB_RMTREE_DEPTH_MAX);
         return -1;
     }
-    int dup_fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dup_fd < 0) return -1;
-    DIR *d = fdopendir(dup_fd);
-    if (d == NULL) {
-        close(dup_fd);
-        return -1;
-    }
+    DIR *d = cb_opendir_at(dfd);
+    if (d == NULL) return -1;
     int rc = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {

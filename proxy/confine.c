@@ -16,8 +16,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
-#include <linux/landlock.h>
 #include <seccomp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -29,15 +29,7 @@
 #include "launcher/netproxy_limits.h"
 #include "isolate/util.h"
 
-#ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
-#endif
-#define S_LL_IOCTL_DEV      (1ULL << 15) /* LANDLOCK_ACCESS_FS_IOCTL_DEV, ABI 5 */
-#define S_LL_SCOPE_ABSTRACT (1ULL << 0)  /* LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, ABI 6 */
-#define S_LL_SCOPE_SIGNAL   (1ULL << 1)  /* LANDLOCK_SCOPE_SIGNAL, ABI 6 */
+#include "isolate/landlock_abi.h"
 
 /* Readable after confinement: c-ares reads the hosts file per lookup, and
  * may seed its query ids from urandom. */
@@ -126,17 +118,13 @@ static int s_landlock(int *abi_out, char *why, size_t len) {
     *abi_out = 0;
     long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
     if (abi <= 0) return 0; /* not in this kernel: the other layers remain */
-    struct {
-        uint64_t handled_access_fs;
-        uint64_t handled_access_net;
-        uint64_t scoped;
-    } attr = {.handled_access_fs = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1};
-    size_t attr_size = sizeof attr.handled_access_fs;
-    if (abi >= 2) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
-    if (abi >= 3) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
-    if (abi >= 5) attr.handled_access_fs |= S_LL_IOCTL_DEV;
-    if (abi >= 6) {
-        attr.scoped = S_LL_SCOPE_ABSTRACT | S_LL_SCOPE_SIGNAL;
+    cb_landlock_attr_t attr = {.handled_access_fs = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1};
+    size_t attr_size = offsetof(cb_landlock_attr_t, handled_access_net);
+    if (abi >= CB_LANDLOCK_ABI_REFER) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= CB_LANDLOCK_ABI_TRUNCATE) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
+    if (abi >= CB_LANDLOCK_ABI_IOCTL) attr.handled_access_fs |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+    if (abi >= CB_LANDLOCK_ABI_SCOPE) {
+        attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
         attr_size = sizeof attr;
     }
     cb_autofd int rs = (int) syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);

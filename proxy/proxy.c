@@ -296,19 +296,28 @@ static size_t s_ai_addrs(const struct ares_addrinfo *res, cb_ipaddr_t *out, size
     return n;
 }
 
-static void s_on_dns(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
-    (void) timeouts;
-    cb_proxy_t *p = *(cb_proxy_t **) arg;
+/* A resolver callback's common part: frees the context and the answer,
+ * copies the addresses (at most CB_PROXY_ADDRS_MAX) to ips.  NULL when the
+ * connection is gone or the query was cancelled. */
+static s_conn_t *s_on_answer(void *arg, int status, struct ares_addrinfo *res, cb_proxy_t **pp,
+                             cb_ipaddr_t *ips, size_t *n) {
+    cb_proxy_t *p = *pp = *(cb_proxy_t **) arg;
     void *key = ((void **) arg)[1];
     free(arg);
     s_conn_t *c = s_cb_conn(p, key);
-    if (c == NULL || status == ARES_EDESTRUCTION || status == ARES_ECANCELLED) {
-        if (res) ares_freeaddrinfo(res);
-        return;
-    }
-    cb_ipaddr_t ips[CB_PROXY_ADDRS_MAX];
-    size_t n = status == ARES_SUCCESS ? s_ai_addrs(res, ips, CB_PROXY_ADDRS_MAX) : 0;
+    bool dead = c == NULL || status == ARES_EDESTRUCTION || status == ARES_ECANCELLED;
+    *n = !dead && status == ARES_SUCCESS ? s_ai_addrs(res, ips, CB_PROXY_ADDRS_MAX) : 0;
     if (res) ares_freeaddrinfo(res);
+    return dead ? NULL : c;
+}
+
+static void s_on_dns(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
+    (void) timeouts;
+    cb_proxy_t *p;
+    cb_ipaddr_t ips[CB_PROXY_ADDRS_MAX];
+    size_t n;
+    s_conn_t *c = s_on_answer(arg, status, res, &p, ips, &n);
+    if (c == NULL) return;
     if (status == ARES_ETIMEOUT) {
         s_deny(p, c, 504, "resolving %s timed out", c->host);
         return;
@@ -325,17 +334,11 @@ static void s_resolve_dns(cb_proxy_t *p, s_conn_t *c);
 
 static void s_on_files(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
     (void) timeouts;
-    cb_proxy_t *p = *(cb_proxy_t **) arg;
-    void *key = ((void **) arg)[1];
-    free(arg);
-    s_conn_t *c = s_cb_conn(p, key);
-    if (c == NULL || status == ARES_EDESTRUCTION || status == ARES_ECANCELLED) {
-        if (res) ares_freeaddrinfo(res);
-        return;
-    }
+    cb_proxy_t *p;
     cb_ipaddr_t ips[CB_PROXY_ADDRS_MAX];
-    size_t n = status == ARES_SUCCESS ? s_ai_addrs(res, ips, CB_PROXY_ADDRS_MAX) : 0;
-    if (res) ares_freeaddrinfo(res);
+    size_t n;
+    s_conn_t *c = s_on_answer(arg, status, res, &p, ips, &n);
+    if (c == NULL) return;
     if (n > 0)
         s_set_addrs(p, c, ips, n, true); /* the host's own /etc/hosts: operator config */
     else

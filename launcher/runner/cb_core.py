@@ -943,7 +943,10 @@ def _store_result(value, count, glob):
         out[count] = value
 
 
-def _execute(req):
+def _execute_fields(req):
+    """An execute request's (code, silent, store_history, user_expressions,
+    execution_count), each of its type whatever the request holds (the count
+    None when the kernel sent none).  Both shells read them here."""
     code = req.get("code")
     if not isinstance(code, str):
         code = ""
@@ -953,7 +956,12 @@ def _execute(req):
     if not isinstance(uexpr, dict):
         uexpr = {}
     count = req.get("execution_count")
-    if not isinstance(count, int):
+    return code, silent, store, uexpr, count if isinstance(count, int) else None
+
+
+def _execute(req):
+    code, silent, store, uexpr, count = _execute_fields(req)
+    if count is None:
         count = _S.count + 1
     _S.count = count
     _S.silent = silent

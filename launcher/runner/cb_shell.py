@@ -753,20 +753,12 @@ def _done(shell, res, uexpr):
 
 def execute(req):
     shell = _S.shell
-    code = req.get("code")
-    if not isinstance(code, str):
-        code = ""
-    silent = bool(req.get("silent", False))
-    store = bool(req.get("store_history", not silent)) and not silent
-    uexpr = req.get("user_expressions")
-    if not isinstance(uexpr, dict):
-        uexpr = {}
-    count = req.get("execution_count")
-    if store and isinstance(count, int):
+    code, silent, store, uexpr, count = _runner._execute_fields(req)
+    if store and count is not None:
         shell.execution_count = count      # the kernel numbers the cells
     _S.colors = req.get("colors")
     _apply_colors(shell)
-    _S.count = count if isinstance(count, int) else shell.execution_count
+    _S.count = count if count is not None else shell.execution_count
     _S.silent = silent
     _S.allow_stdin = bool(req.get("allow_stdin", False))
     _S.in_cell = True

@@ -206,6 +206,16 @@ class _AllowKernel(Kernel):
         with open(self.log_path) as f:
             return f.read()
 
+    def log_with(self, want, timeout=10):
+        """The log once every line of want is in it (the proxy's log reaches
+        the kernel's through the launcher, a moment after the reply)."""
+        deadline = time.monotonic() + timeout
+        log = self.log()
+        while not all(w in log for w in want) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            log = self.log()
+        return log
+
     def run(self, code, timeout=TIMEOUT):
         r = execute(self.kc, code, timeout=timeout)
         assert r.status == "ok", r.error_text() + "\n--- log:\n" + self.log()[-3000:]
@@ -256,9 +266,11 @@ def test_urllib_reaches_the_allowed_http_and_https_hosts(nk, hosts):
         f"print(urllib.request.urlopen('https://tls.test:{hosts['tls']}/hello', timeout=20).read().decode())\n")
     assert f"hello from plain, Host plain.test:{hosts['plain']}" in out
     assert f"hello from tls, Host tls.test:{hosts['tls']}" in out
-    log = nk.log()
-    assert f"allow GET plain.test:{hosts['plain']} by rule plain.test:{hosts['plain']}" in log
-    assert f"allow CONNECT tls.test:{hosts['tls']} by rule tls.test:{hosts['tls']}" in log
+    want = [f"allow GET plain.test:{hosts['plain']} by rule plain.test:{hosts['plain']}",
+            f"allow CONNECT tls.test:{hosts['tls']} by rule tls.test:{hosts['tls']}"]
+    log = nk.log_with(want)
+    assert want[0] in log
+    assert want[1] in log
 
 
 def test_pip_downloads_and_installs_from_the_allowed_index(nk, hosts):
@@ -304,13 +316,9 @@ def test_unlisted_port_name_and_address_are_refused_with_a_403_naming_why(nk, ho
     assert "Tunnel connection failed: 403 Forbidden (cellblock proxy: tls.test:" in lines["tls-port"], out
     assert lines["literal"].startswith(f"403 Forbidden (cellblock proxy: 127.0.0.1:{hosts['plain']} "
                                        "is not in the allowlist"), out
-    # the proxy's log reaches the kernel's through the launcher: give it a moment
     want = [f"deny GET plain.test:{hosts['other']}: 403",
             f"deny CONNECT tls.test:{hosts['other']}: 403"]
-    deadline = time.monotonic() + 10
-    while not all(w in nk.log() for w in want) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    log = nk.log()
+    log = nk.log_with(want)
     assert want[0] in log
     assert want[1] in log
 
@@ -399,7 +407,7 @@ def test_the_launcher_restarts_a_proxy_that_died(nk, hosts):
     out = nk.run(f"import urllib.request\nprint(urllib.request.urlopen("
                  f"'http://plain.test:{hosts['plain']}/hello', timeout=20).read().decode())")
     assert "hello from plain" in out
-    assert "restarting it (1 of 3)" in nk.log()
+    assert "restarting it (1 of 3)" in nk.log_with(["restarting it (1 of 3)"])
 
 
 def test_a_large_download_is_bounded_and_the_proxy_dies_with_the_kernel(hosts):
@@ -429,7 +437,8 @@ def test_a_large_download_is_bounded_and_the_proxy_dies_with_the_kernel(hosts):
         assert got < BIG
         assert "after: 403 Forbidden (cellblock proxy: the session's network byte budget (4 MiB) " \
                "is used up)" in out, out
-        assert "network byte budget (4194304 bytes) is used up" in k.log()
+        want = "network byte budget (4194304 bytes) is used up"
+        assert want in k.log_with([want])
     finally:
         k.stop(check=True)     # fails if any process (the proxy included) survives
     assert not wait_gone({proxy}, 5)

@@ -128,3 +128,23 @@ def test_output_streams_while_running():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_help_is_the_readme_options_block():
+    """`cellblock-kernel --help` is generated from the one flag table; the
+    README's Options block is that text, so the two cannot drift apart."""
+    p = subprocess.run([os.path.join(BUILD, "bin", "cellblock-kernel"), "--help"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    text = p.stdout + p.stderr
+    for flag in ("--memory SIZE", "--isolation namespaces|gvisor|microvm", "--network none|host|allow",
+                 "--workdir-source DIR|cwd", "--env NAME[=VALUE]", "--timeout SECONDS"):
+        assert flag in text, flag
+    assert all(len(line) <= 100 for line in text.splitlines()), "help lines wrap at 100 columns"
+    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "README.md")
+    with open(readme) as f:
+        md = f.read()
+    block = md.split("`cellblock-kernel --help` (a kernelspec's `argv` fixes them):\n\n```\n", 1)[1]
+    block = block.split("```\n", 1)[0]
+    assert block == text, "README's Options block differs from --help: regenerate it"

@@ -18,7 +18,7 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
 from .conftest import BUILD, KSPEC_FILE, KERNEL_BIN
-from .helpers import Kernel, collect_iopub, descendants, get_reply, request, wait_gone
+from .helpers import Kernel, collect_iopub, descendants, get_reply, request
 
 pytestmark = pytest.mark.cellblock_only
 
@@ -283,7 +283,7 @@ def test_client_sandbox_isolation():
         sb.kill()
 
 
-def test_gvisor_fails_closed_as_ordinary_user():
+def test_gvisor_fails_closed_as_ordinary_user(staged_install):
     """As an ordinary user runsc would need --rootless (the code as uid 0 in
     gVisor) and there is no cgroup here: the tier refuses, with the cause and
     the fix, instead of running weaker."""
@@ -291,8 +291,9 @@ def test_gvisor_fails_closed_as_ordinary_user():
     runuser = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin")
     if runuser is None:
         skip_or_fail("runuser missing")
-    p = subprocess.run([runuser, "-u", "nobody", "--", CELLBLOCK, "run", "--isolation", "gvisor",
-                        "-"], input=b"print('ran')", capture_output=True, timeout=60, cwd="/",
+    p = subprocess.run([runuser, "-u", "nobody", "--", staged_install.cellblock, "run",
+                        "--isolation", "gvisor", "-"], input=b"print('ran')",
+                       capture_output=True, timeout=60, cwd="/",
                        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     err = p.stderr.decode()
     assert p.returncode == 3, err
@@ -311,3 +312,25 @@ def test_microvm_fails_closed_without_guest_kernel(tmp_path):
     assert p.returncode == 3, err
     assert b"ran" not in p.stdout
     assert "guest kernel is not built" in err and "linux-image-amd64" in err
+
+
+@pytest.mark.parametrize("tier", ["gvisor", "microvm"])
+def test_tier_from_an_install_in_a_private_home(tier, tmp_path):
+    """cellblock installed under a 0700 home (a clone in /root): the sandbox's
+    ids cannot reach that path, so the tier's own files (cellblock-init, the
+    guest kernel and initrd) are copied in from descriptors the launcher opens,
+    never bound by path.  Found on a fresh machine (issue 9)."""
+    if tier == "gvisor":
+        needs_gvisor()
+    else:
+        from .test_tiers_microvm import needs_microvm
+        needs_microvm()
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    os.chmod(home, 0o700)
+    for part in ("bin", "libexec", "share"):
+        shutil.copytree(os.path.join(BUILD, part), home / part, symlinks=True)
+    p = subprocess.run([str(home / "bin" / "cellblock"), "run", "--isolation", tier, "-"],
+                       input=PROBE.encode(), capture_output=True, timeout=120, cwd="/")
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    assert p.stdout.decode().splitlines()[0] != HOST_RELEASE, p.stdout.decode()

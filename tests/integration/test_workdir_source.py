@@ -557,20 +557,15 @@ def test_client_sandbox_workdir_source(nbdir):
     assert snapshot(nbdir) == before
 
 
-def test_unprivileged_kernel_user(tmp_path):
+def test_unprivileged_kernel_user(throwaway_user, staged_install):
     """The common deployment: the kernel runs as the user who owns the
     folder (no idmapping: the sandbox's id is that user's).  The folder is
-    bound from the old root inside the user namespace."""
-    import pwd
-    import secrets
+    bound from the old root inside the user namespace.  The user runs a
+    staged install (the build tree may sit under a 0700 home)."""
     runuser = shutil.which("runuser") or "/usr/sbin/runuser"
-    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-    if os.geteuid() != 0 or not os.path.exists(runuser) or not os.path.exists(useradd):
-        skip_or_fail("needs root, runuser and useradd to make a throwaway user")
-    name = "cbw" + secrets.token_hex(4)
-    subprocess.run([useradd, "--no-create-home", "--shell", "/bin/sh", name], check=True)
+    pw = throwaway_user
+    name = pw.pw_name
     try:
-        pw = pwd.getpwnam(name)
         import pathlib
         import tempfile
         base = pathlib.Path(tempfile.mkdtemp(prefix="cb-wd-user-"))  # pytest's tmp is 0700
@@ -588,7 +583,8 @@ def test_unprivileged_kernel_user(tmp_path):
                 "print(open('data/x.csv').read(), end='')\n"
                 "print([os.path.exists(p) for p in ['.env', 'data/.hidden']])\n"
                 "_ = open('data/x.csv', 'a').write('2\\n'); _ = open('data/y.txt', 'w').write('y')\n")
-        p = subprocess.run([runuser, "-u", name, "--", CELLBLOCK_RUN, "run", "--workdir-source",
+        p = subprocess.run([runuser, "-u", name, "--", staged_install.cellblock, "run",
+                            "--workdir-source",
                             str(base / "nb"), "--out", str(base / "out"), "-"],
                            input=code, capture_output=True, text=True, timeout=TIMEOUT, cwd="/",
                            env={"PATH": "/usr/bin:/bin", "HOME": "/", "LANG": "C.UTF-8"})
@@ -601,6 +597,5 @@ def test_unprivileged_kernel_user(tmp_path):
         assert (base / "out" / "data" / "x.csv").read_text() == "x\n1\n2\n"
         assert snapshot(base / "nb") == before
     finally:
-        subprocess.run(["userdel", name], check=False)
         if "base" in locals():
             shutil.rmtree(base, ignore_errors=True)

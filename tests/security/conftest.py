@@ -18,13 +18,9 @@ may not be, e.g. in a clone under root's 0700 home).
 
 import json
 import os
-import pwd
 import queue
-import secrets
 import shutil
-import subprocess
 import tempfile
-from types import SimpleNamespace
 
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
@@ -157,78 +153,5 @@ def verdict(kernel, escaped, what):
 
 # ---- running cellblock as another user ----------------------------------------------
 
+# throwaway_user and staged_install: tests/conftest.py (shared with integration/)
 RUNUSER = shutil.which("runuser") or shutil.which("runuser", path="/usr/sbin:/sbin") or "runuser"
-USERADD = shutil.which("useradd") or shutil.which("useradd", path="/usr/sbin:/sbin")
-
-
-def _others_can_reach(path):
-    """True when every directory up to path is searchable by other users."""
-    path = os.path.abspath(path)
-    while True:
-        try:
-            if not os.stat(path).st_mode & 0o001:
-                return False
-        except OSError:
-            return False
-        if path == "/":
-            return True
-        path = os.path.dirname(path)
-
-
-@pytest.fixture(scope="module")
-def throwaway_user():
-    """A temporary unprivileged user (no home, /bin/sh); its processes are
-    killed and the account removed afterwards."""
-    if os.geteuid() != 0:
-        skip_or_fail("creating a test user needs root")
-    if not os.path.exists(RUNUSER) or not USERADD:
-        skip_or_fail("useradd/runuser missing")
-    name = "cbt" + secrets.token_hex(4)
-    subprocess.run([USERADD, "--no-create-home", "--shell", "/bin/sh", name], check=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["pkill", "-KILL", "-u", name], check=False)
-        subprocess.run(["userdel", name], check=False)
-
-
-@pytest.fixture(scope="session")
-def staged_install():
-    """The build, installed with `make install PREFIX=<tmp>` into a directory
-    every user can read, for tests that run it as another user.  Removed at
-    the end of the session.
-
-    Attributes: prefix, bin (cellblock-kernel), cellblock (the `cellblock`
-    command), launcher, runner_dir, kernelspec_root (a JUPYTER_PATH entry
-    whose kernels/cellblock points at the staged kernel)."""
-    if not os.path.exists(os.path.join(BUILD, "bin", "cellblock-kernel")):
-        skip_or_fail("cellblock is not built (run make)")
-    prefix = tempfile.mkdtemp(prefix="cellblock-staged-", dir="/tmp")
-    try:
-        os.chmod(prefix, 0o755)
-        if not _others_can_reach(prefix):
-            pytest.fail("%s is not reachable by other users; cannot stage the build" % prefix)
-        # BUILD as the suite's: the sanitizer build stages its own binaries.
-        # Every destination is named, so no variable a parent make passes
-        # down in MAKEFLAGS can send files outside the prefix.
-        r = subprocess.run(["make", "-C", REPO, "--no-print-directory", "-s", "install",
-                            "PREFIX=" + prefix, "DESTDIR=", "BUILD=" + BUILD,
-                            "PYTHON_SITE=" + os.path.join(prefix, "lib", "python3",
-                                                          "dist-packages")],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=300, umask=0o022)
-        if r.returncode != 0:
-            pytest.fail("make install PREFIX=%s failed:\n%s" % (prefix, r.stdout[-3000:]))
-        staged = SimpleNamespace(
-            prefix=prefix,
-            bin=os.path.join(prefix, "bin", "cellblock-kernel"),
-            cellblock=os.path.join(prefix, "bin", "cellblock"),
-            launcher=os.path.join(prefix, "libexec", "cellblock", "cellblock-launcher"),
-            runner_dir=os.path.join(prefix, "share", "cellblock", "runner"),
-            kernelspec_root=os.path.join(prefix, "share", "jupyter"))
-        for path in (staged.bin, staged.cellblock, staged.launcher,
-                     os.path.join(staged.runner_dir, "runner.py")):
-            assert os.path.exists(path), "make install did not produce " + path
-        yield staged
-    finally:
-        shutil.rmtree(prefix, ignore_errors=True)

@@ -312,6 +312,18 @@ int main(void) {
         cb_cgroup_destroy(&cg);
         TAP_OK(cg == NULL, "destroy nulls the pointer");
     }
+    /* v2: a group of the same name that holds processes is never shared */
+    char busy[4096];
+    FMT(busy, "%s/busy", root);
+    mkdir(busy, 0755);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        put(busy, files[i], "");
+    char me[32];
+    FMT(me, "%ld\n", (long) getpid()); /* a regression that kills it would kill this test */
+    put(busy, "cgroup.procs", me);
+    cb_cgroup_t *shared = cb_cgroup_new_v2(root, NULL, "busy", &lim, why, sizeof why);
+    TAP_OK(shared == NULL, "a live group of the same name is not taken over (%s)", why);
+    cb_cgroup_destroy(&shared);
     /* v2: not delegated (read-only parent) -> a reason that names the fix */
     char ro[4096];
     FMT(ro, "%s/ro", root);

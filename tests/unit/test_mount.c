@@ -102,6 +102,38 @@ static void test_copy_plan(const char *src) {
     cb_mount_plan_fini(&p);
 }
 
+/* cb_mount_plan_copy_files: opened now, copied when the plan runs; bounds. */
+static void test_copy_files_plan(const char *dir) {
+    char f[4096], big[4096];
+    FMT(f, "%s/tool", dir);
+    put(dir, "tool", "tool", 4);
+    FMT(big, "%s/big", dir);
+    int fd = open(big, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || ftruncate(fd, (off_t) CB_SANDBOX_COPY_FD_BYTES_MAX + 1) < 0) abort(); /* sparse */
+    close(fd);
+    cb_mount_plan_t p;
+    cb_mount_plan_init(&p);
+    const char *one[] = {f};
+    TAP_EQ_INT(cb_mount_plan_copy_files(&p, "/opt/own", one, 1), 0, "copy-files plan built");
+    const cb_mount_op_t *op = find(&p, CB_MNT_COPY, "/newroot/opt/own/tool");
+    TAP_OK(op && op->fd >= 0 && op->data_len == 4 && op->mtime.tv_sec == MTIME,
+           "the file is open in the plan, with its size and mtime");
+    TAP_OK(p.n == 3 && p.ops[0].kind == CB_MNT_TMPFS && p.ops[2].kind == CB_MNT_RDONLY,
+           "in a tmpfs of its own, read-only afterwards");
+    cb_mount_plan_fini(&p);
+    const char *bad[][1] = {{big}, {dir}, {"/nonexistent/cellblock"}};
+    const int want[] = {E2BIG, EINVAL, ENOENT};
+    for (int i = 0; i < 3; i++) {
+        cb_mount_plan_init(&p);
+        errno = 0;
+        int rc = cb_mount_plan_copy_files(&p, "/opt/own", bad[i], 1);
+        TAP_OK(rc == -1 && errno == want[i], "%s refused with %s (got %s)", bad[i][0],
+               strerror(want[i]), strerror(errno));
+        cb_mount_plan_fini(&p);
+    }
+    unlink(big);
+}
+
 static void test_mask_plan(void) {
     cb_mount_plan_t p;
     cb_mount_plan_init(&p);
@@ -123,7 +155,14 @@ static void test_mask_plan(void) {
 static int run_plan(const char *src, const char *chroot_dir) {
     cb_mount_plan_t p;
     cb_mount_plan_init(&p);
+    /* a host file copied from the fd the plan holds: gone from its path
+     * before the plan runs, as if out of the sandbox's reach */
+    char tool[4096];
+    FMT(tool, "%s/../tool", src);
+    put(src, "../tool", "tool", 4);
+    const char *own[] = {tool};
     int ok = cb_mount_plan_copy_dir(&p, src, "/opt/x") == 0 &&
+             cb_mount_plan_copy_files(&p, "/opt/own", own, 1) == 0 && unlink(tool) == 0 &&
              cb_mount_plan_file(&p, "/etc/hostname", "box\n", 0644) == 0;
     if (chroot_dir == NULL)
         ok = ok && cb_mount_plan_tmpfs(&p, "/dev", "mode=0755,size=64k") == 0 &&
@@ -144,6 +183,11 @@ static int run_plan(const char *src, const char *chroot_dir) {
             bad |= 1;
         if (open("/opt/x/new", O_WRONLY | O_CREAT, 0644) >= 0 || errno != EROFS) bad |= 2;
         if (access("/opt/x/link.py", F_OK) == 0) bad |= 4;
+        char got[8] = "";
+        int tfd = open("/opt/own/tool", O_RDONLY);
+        if (tfd < 0 || read(tfd, got, sizeof got) != 4 || memcmp(got, "tool", 4) != 0 ||
+            open("/opt/own/new", O_WRONLY | O_CREAT, 0644) >= 0 || errno != EROFS)
+            bad |= 32;
         if (chroot_dir == NULL) {
             char buf[64];
             int fd = open("/proc/cmdline", O_RDONLY);
@@ -169,12 +213,14 @@ int main(void) {
     mkdir(src, 0755);
     make_src(src);
     test_copy_plan(src);
+    test_copy_files_plan(root);
     test_mask_plan();
     if (geteuid() != 0) {
         TAP_SKIP("running a plan needs root (mount namespaces)");
     } else {
         TAP_EQ_INT(run_plan(src, NULL), 0,
-                   "plan runs: runner copy read-only, mtimes, /proc masked");
+                   "plan runs: runner copy read-only, mtimes, /proc masked, a file copied "
+                   "from its fd");
         /* a chroot into a plain directory, as build chroots are */
         char ch[4096], d[4096];
         FMT(ch, "%s/chroot", root);
