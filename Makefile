@@ -152,9 +152,11 @@ test: unit fuzz-smoke pytest
 demo: all
 	$(TEST_PYTHON) examples/demo.py
 
+# each script rewrites only its own section of $(BENCH_RESULTS)
+BENCH_RESULTS ?= bench/RESULTS.md
 bench: all
-	$(TEST_PYTHON) bench/bench.py
-	$(TEST_PYTHON) bench/ipython.py
+	$(TEST_PYTHON) bench/bench.py --write $(BENCH_RESULTS)
+	$(TEST_PYTHON) bench/ipython.py --write $(BENCH_RESULTS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/cellblock \
@@ -182,7 +184,7 @@ deploy-check: all
 # ipykernel; writes the density section of bench/RESULTS.md.  200 ipykernels
 # take ~11 GiB: once measured they are kept (build/density.json, --keep).
 bench-density: all
-	$(TEST_PYTHON) bench/density.py --keep --write bench/RESULTS.md
+	$(TEST_PYTHON) bench/density.py --keep --write $(BENCH_RESULTS)
 
 indent:
 	clang-format -i $(wildcard */*.c */*.h tests/unit/*.c tests/unit/*.h)
@@ -325,4 +327,4 @@ fuzz-merge: $(FUZZ_BINS)
 .PHONY: bench-hostile
 bench: bench-hostile
 bench-hostile: all
-	$(TEST_PYTHON) bench/hostile.py
+	$(TEST_PYTHON) bench/hostile.py --write $(BENCH_RESULTS)

@@ -37,7 +37,7 @@ from jupyter_client.session import Session  # noqa: E402
 
 import kclient  # noqa: E402
 from kclient import Kernel, now, tree_pss, HarnessError  # noqa: E402
-from stats import pct, median, ratio, fmt_num, fmt_ratio  # noqa: E402
+from stats import pct, median, ratio, fmt_num, fmt_ratio, write_section  # noqa: E402
 
 HEAVY = "import numpy, pandas, matplotlib.pyplot"
 PRELOAD = "numpy,pandas,matplotlib.pyplot"
@@ -974,12 +974,10 @@ def main():
     rep = report(hdr, now() - t_start)
     print("\n".join(rep), flush=True)
     if args.write:
-        with open(args.write, "w") as f:
-            f.write("# cellblock vs ipykernel: benchmark results\n\n")
-            f.write("Reproduce: `make bench` (or `/usr/bin/python3 bench/bench.py [--quick] "
-                    "[--only FIGS] [--write bench/RESULTS.md]`). Machine and environment in the "
-                    "header below.\n\n")
-            f.write("\n".join(rep) + "\n")
+        if not os.path.exists(args.write):
+            with open(args.write, "w") as f:
+                f.write("# cellblock vs ipykernel: benchmark results\n\n")
+        write_section(args.write, "main", "\n".join(rep))
     return 2 if failed else 0
 
 

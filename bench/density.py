@@ -45,6 +45,7 @@ import zmq  # noqa: E402
 
 import kclient  # noqa: E402
 from kclient import Kernel, free_ports, now, tree, comm, pss_kib  # noqa: E402
+from stats import write_section  # noqa: E402
 
 SETTLE_S = 3.0           # after the last start, before PSS is read
 IDLE_CPU_S = 10.0        # window over which idle CPU is measured
@@ -52,8 +53,6 @@ READY_TIMEOUT_S = 300.0  # one kernel (or a burst) to answer, under load
 MEM_RESERVE_GIB = 3.0    # never leave less MemAvailable than this
 ZMQ_SOCKETS_PER_KERNEL = 4
 FDS_PER_KERNEL = 16      # sockets + their mailboxes + log files, with margin
-SECTION_BEGIN = "<!-- density:begin -->"
-SECTION_END = "<!-- density:end -->"
 MIB = 1024.0
 TEARDOWN_S = 60.0        # every kernel's whole tree to exit after shutdown_request
 PORT_SPAN = 12000        # kernel ports are taken from [ephemeral start - PORT_SPAN, ephemeral start)
@@ -279,7 +278,7 @@ def fmt_s(s):
 
 
 def markdown(idle, bursts, meta):
-    out = [SECTION_BEGIN, "## Density and concurrent starts (issue 13, `make bench-density`)", "",
+    out = ["## Density and concurrent starts (issue 13, `make bench-density`)", "",
            "%s. %s. Kernels started as %s; cgroup %s. Medians unless said otherwise; "
            "PSS from `/proc/PID/smaps_rollup` of every process of each kernel's tree "
            "(cellblock: kernel, launcher, sandbox init, runner; ipykernel: one process), "
@@ -316,21 +315,7 @@ def markdown(idle, bursts, meta):
         what = (" (cellblock-launc: the launcher and the sandbox's init)"
                 if r["kernel"] == "cellblock" else "")
         out.append("- %s × %d, median PSS per process%s: %s" % (r["kernel"], r["n"], what, parts))
-    out.append(SECTION_END)
     return "\n".join(out) + "\n"
-
-
-def write_section(path, text):
-    with open(path) as f:
-        cur = f.read()
-    if SECTION_BEGIN in cur and SECTION_END in cur:
-        a = cur.index(SECTION_BEGIN)
-        b = cur.index(SECTION_END) + len(SECTION_END) + 1
-        cur = cur[:a] + text + cur[b:]
-    else:
-        cur = cur.rstrip("\n") + "\n\n" + text
-    with open(path, "w") as f:
-        f.write(cur)
 
 
 def cgroup_kind():
@@ -402,7 +387,7 @@ def main():
     text = markdown(idle, bursts, saved.get("meta", meta))
     print(text)
     if a.write:
-        write_section(a.write, text)
+        write_section(a.write, "density", text)
         log("wrote the section in %s" % a.write)
 
 

@@ -51,6 +51,8 @@ from jupyter_client.manager import KernelManager
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from stats import write_section  # noqa: E402
 BUILD = os.environ.get("CELLBLOCK_BUILD", os.path.join(REPO, "build"))
 MIB = 1 << 20
 FLOOD_S = 5            # seconds of print() / clear_output() loops
@@ -404,13 +406,7 @@ def write_results(path, table, rounds):
         "high-water mark), at the CPU shown.",
         "",
     ])
-    old = open(path).read() if os.path.exists(path) else ""
-    if SECTION in old:   # replace our section, keep everything else
-        head, rest = old.split(SECTION, 1)
-        nxt = rest.find("\n## ")
-        old = head.rstrip("\n") + ("\n\n" + rest[nxt + 1:] if nxt >= 0 else "\n")
-    with open(path, "w") as f:
-        f.write(old.rstrip("\n") + "\n\n" + text)
+    write_section(path, "hostile", text)
 
 
 def main():

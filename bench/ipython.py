@@ -28,6 +28,7 @@ process it started, by pid, and only those.
 """
 
 import argparse
+import io
 import json
 import os
 import re
@@ -42,7 +43,7 @@ sys.path.insert(0, HERE)
 
 import kclient  # noqa: E402
 from kclient import Kernel, now, tree_pss, pss_kib, HarnessError  # noqa: E402
-from stats import median, ratio, fmt_num, fmt_ratio  # noqa: E402
+from stats import median, ratio, fmt_num, fmt_ratio, write_section  # noqa: E402
 
 # The cells of the equality check: plain Python that a first cell may be
 # (results of every scalar type, output, errors, the _ variables), then
@@ -196,6 +197,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="3 rounds")
+    ap.add_argument("--write", metavar="FILE", help="also put the report in FILE (its ipython section)")
     args = ap.parse_args()
     rounds = 3 if args.quick else args.rounds
     cb, ipy = kernelspecs()
@@ -228,39 +230,48 @@ def main():
 
     targets = {"first `1+1`": 0.15, "first `%load_ext autoreload`": 1.0,
                "idle PSS, shell loaded": 0.5}
-    print("\n## cellblock's IPython shell vs ipykernel (bench/ipython.py)\n")
-    print("%d rounds, interleaved; %s; load average at the end %s\n" % (
+    buf = io.StringIO()
+
+    def say(*parts):
+        print(*parts, file=buf)
+
+    say("\n## cellblock's IPython shell vs ipykernel (bench/ipython.py)\n")
+    say("%d rounds, interleaved; %s; load average at the end %s\n" % (
         rounds, time.strftime("%Y-%m-%d %H:%M"), " ".join(
             "%.2f" % x for x in os.getloadavg())))
-    print("| figure | cellblock | ipykernel | ratio | target |")
-    print("|---|---|---|---|---|")
+    say("| figure | cellblock | ipykernel | ratio | target |")
+    say("|---|---|---|---|---|")
     for name, (x, y, unit) in figs.items():
         r = ratio(x, y)
         t = targets[name]
         ok = "✓" if r is not None and r <= t else "✗"
-        print("| %s | %s | %s | %s | ≤ %g %s |" % (name, fmt_num(x, unit), fmt_num(y, unit),
+        say("| %s | %s | %s | %s | ≤ %g %s |" % (name, fmt_num(x, unit), fmt_num(y, unit),
                                                  fmt_ratio(r), t, ok))
     m, i = runner["minimal"], runner[None]
-    print("\nThe runner alone (no sandbox, no kernel), medians:\n")
-    print("| | minimal runner | IPython shell |")
-    print("|---|---|---|")
-    print("| start -> hello | %s | %s |" % (fmt_num(median(m["hello"]), "s"),
+    say("\nThe runner alone (no sandbox, no kernel), medians:\n")
+    say("| | minimal runner | IPython shell |")
+    say("|---|---|---|")
+    say("| start -> hello | %s | %s |" % (fmt_num(median(m["hello"]), "s"),
                                            fmt_num(median(i["hello"]), "s")))
-    print("| start -> first `1+1` result | %s | %s (fast path) |" % (
+    say("| start -> first `1+1` result | %s | %s (fast path) |" % (
         fmt_num(median(m["first"]), "s"), fmt_num(median(i["first"]), "s")))
-    print("| start -> shell loaded (idle) | — | %s |" % fmt_num(median(i["loaded"]), "s"))
-    print("| PSS after the first `1+1` | %s | %s |" % (fmt_num(median(m["pss_before"]), "KiB"),
+    say("| start -> shell loaded (idle) | — | %s |" % fmt_num(median(i["loaded"]), "s"))
+    say("| PSS after the first `1+1` | %s | %s |" % (fmt_num(median(m["pss_before"]), "KiB"),
                                                     fmt_num(median(i["pss_before"]), "KiB")))
-    print("| PSS, idle, shell loaded | — | %s |" % fmt_num(median(i["pss_after"]), "KiB"))
+    say("| PSS, idle, shell loaded | — | %s |" % fmt_num(median(i["pss_after"]), "KiB"))
     same = sum(1 for _, ok, _ in eq if ok)
-    print("\nOutputs with the shell loaded vs not yet loaded (fresh kernel each): "
+    say("\nOutputs with the shell loaded vs not yet loaded (fresh kernel each): "
           "%d of %d cells identical\n" % (same, len(eq)))
     for code, ok, got in eq:
-        print("- %s `%s`" % ("same" if ok else "DIFFERENT", code.replace("\n", "\\n")))
+        say("- %s `%s`" % ("same" if ok else "DIFFERENT", code.replace("\n", "\\n")))
         if not ok:
-            print("    fast path: %s\n    shell:     %s" % (json.dumps(got[0])[:400],
+            say("    fast path: %s\n    shell:     %s" % (json.dumps(got[0])[:400],
                                                            json.dumps(got[1])[:400]))
-    print("\n(elapsed %.0f s)" % (time.time() - t_start))
+    say("\n(elapsed %.0f s)" % (time.time() - t_start))
+    print(buf.getvalue(), flush=True)
+    if args.write:
+        write_section(args.write, "ipython", buf.getvalue())
+        log("wrote", args.write)
     return 0
 
 

@@ -51,3 +51,27 @@ def fmt_ratio(r):
     if r < 0.1:
         return "%.3f" % r
     return "%.2f" % r
+
+
+def write_section(path, name, text):
+    """Put `text` between <!-- name:begin --> and <!-- name:end --> in the
+    markdown file `path`, replacing what those markers held and keeping the
+    rest of the file (other benchmarks' sections, hand-written analysis).
+    A file without the markers gets the section appended."""
+    begin, end = "<!-- %s:begin -->" % name, "<!-- %s:end -->" % name
+    block = begin + "\n" + text.strip("\n") + "\n" + end + "\n"
+    try:
+        with open(path) as f:
+            cur = f.read()
+    except FileNotFoundError:
+        cur = ""
+    if begin in cur and end in cur:
+        a = cur.index(begin)
+        b = cur.index(end) + len(end)
+        if cur[b:b + 1] == "\n":
+            b += 1
+        cur = cur[:a] + block + cur[b:]
+    else:
+        cur = (cur.rstrip("\n") + "\n\n" if cur else "") + block
+    with open(path, "w") as f:
+        f.write(cur)
