@@ -279,8 +279,11 @@ refuse:
 static int s_on_fd(zloop_t *loop, zmq_pollitem_t *item, void *arg);
 static int s_on_timer(zloop_t *loop, int timer_id, void *arg);
 
-static int64_t s_next_deadline(cb_session_t *s) {
-    int64_t d = 0, now = cb_now_ms();
+/* `now` is the caller's: the fds it registers and this deadline must see the
+ * buckets at the same instant (read the clock twice and a refill between the
+ * two leaves the event fd unpolled with no timer to wake it). */
+static int64_t s_next_deadline(cb_session_t *s, int64_t now) {
+    int64_t d = 0;
 #define S_MIN(x)                                                                                   \
     do {                                                                                           \
         int64_t x_ = (x);                                                                          \
@@ -339,7 +342,7 @@ static void s_sync(cb_session_t *s) {
         }
     for (int i = 0; i < S_FD_COUNT; i++)
         if (fds[i] >= 0) s_register(s, i, fds[i], ev[i]);
-    int64_t d = s_next_deadline(s);
+    int64_t d = s_next_deadline(s, now);
     if (d == s->timer_at && s->timer_id >= 0) return;
     if (s->timer_id >= 0) zloop_timer_end(s->loop, s->timer_id);
     s->timer_id = -1;
