@@ -401,7 +401,11 @@ def write_results(path, table, rounds):
         "0 ms timer loop, 7.1 s of CPU in 10 s).",
         "- **ordered output nobody reads (API)**: with the client not reading iopub, "
         "cellblock's kernel pauses the sandbox once `CB_IOPUB_INFLIGHT_MSGS` messages are "
-        "queued, so the loop stalls and `--timeout` interrupts it (KeyboardInterrupt); "
+        "queued (ZMQ counts a message queued until the TCP socket takes it, so how many go "
+        "out first depends on the socket buffers), so the loop stalls and `--timeout` "
+        "interrupts it: KeyboardInterrupt when the SIGINT finds user code running, or, when "
+        "it finds the runner blocked in writing a frame (which it never unwinds half-way), "
+        "the sandbox is killed after the grace period (TimeoutError). "
         "ipykernel keeps running the loop and publishing (ZMQ drops what is past its "
         "high-water mark), at the CPU shown.",
         "",
