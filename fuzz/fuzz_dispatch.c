@@ -199,18 +199,6 @@ static void s_drain_iopub(size_t *busy, size_t *idle) {
     }
 }
 
-/* What server.c's control handler does (it is static there). */
-static void s_serve_control(cb_kernel_t *k) {
-    for (;;) {
-        cb_msg_t m;
-        int rc = cb_server_recv(k, CB_CH_CONTROL, &m);
-        if (rc == 0) break;
-        if (rc < 0) continue;
-        cb_dispatch(k, CB_CH_CONTROL, &m, false);
-        cb_msg_clear(&m);
-    }
-}
-
 /* Every input starts from the same kernel state: a fresh session (whose
  * first starts fail again), history, comms and parents. */
 static void s_reset(cb_kernel_t *k) {
@@ -256,7 +244,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FZ_CHECK(zmsg_send(&z, g_client[ch]) == 0, "send");
     }
     /* the kernel's loop: control first, shell (queued and aborted ones too), stdin */
-    s_serve_control(k);
+    do {
+        k->exiting = false; /* as below: a shutdown_request on control stops it too */
+        cb_server_serve_control(k);
+    } while (k->exiting);
     do {
         k->exiting = false; /* a shutdown_request stops the pump: take the rest too */
         cb_dispatch_pump_shell(k);

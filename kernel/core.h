@@ -114,6 +114,8 @@ void cb_server_sync_shell(cb_kernel_t *k);
 /* Receives one verified message: 1 got one, 0 none waiting, -1 dropped.
  * A message too deep to read is answered with an error here (returns -1). */
 int cb_server_recv(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *out);
+/* Handles every control request waiting (until the kernel is exiting). */
+void cb_server_serve_control(cb_kernel_t *k);
 
 /* dispatch.c */
 void cb_dispatch(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort);

@@ -149,10 +149,7 @@ static int s_on_shell(zloop_t *loop, zsock_t *sock, void *arg) {
     return k->exiting ? -1 : 0;
 }
 
-static int s_on_control(zloop_t *loop, zsock_t *sock, void *arg) {
-    (void) loop;
-    (void) sock;
-    cb_kernel_t *k = arg;
+void cb_server_serve_control(cb_kernel_t *k) {
     for (;;) {
         cb_msg_t m;
         int rc = cb_server_recv(k, CB_CH_CONTROL, &m);
@@ -162,6 +159,13 @@ static int s_on_control(zloop_t *loop, zsock_t *sock, void *arg) {
         cb_msg_clear(&m);
         if (k->exiting) break;
     }
+}
+
+static int s_on_control(zloop_t *loop, zsock_t *sock, void *arg) {
+    (void) loop;
+    (void) sock;
+    cb_kernel_t *k = arg;
+    cb_server_serve_control(k);
     return k->exiting ? -1 : 0;
 }
 

@@ -224,7 +224,7 @@ def _fmt_time(t):
 def _time(args, g, l, body=None):
     import time
     src = args if body is None else body
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0 = time.perf_counter()
     r0 = os.times()
     try:
         return _run_snippet(src, g, l)
@@ -240,7 +240,6 @@ def _time(args, g, l, body=None):
 def _timeit(args, g, l, body=None):
     import timeit
     import math
-    import shlex
     import re
     number, repeat = 0, 7
     quiet = False
@@ -302,6 +301,36 @@ def _cd(args, g, l):
     print(os.getcwd())
 
 
+def pip_failure_note(line, rc):
+    """Why a `%pip install/download` in the sandbox failed, or None: a system
+    Python (PEP 668), or a sandbox without a route to a package index (both
+    shells' %pip say it)."""
+    import shlex
+    import sysconfig
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        words = line.split()
+    managed = (os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+               and sys.prefix == sys.base_prefix)
+    escape = {"--break-system-packages", "--target", "-t", "--prefix", "--root"}
+    if words[:1] == ["install"] and managed and not escape.intersection(words):
+        return ("\ncellblock: pip refused (exit code %d): this Python is externally managed "
+                "(PEP 668, e.g. Debian's system Python), so packages cannot be installed into "
+                "it. Use a Python in a virtual environment for the sandbox (--python), or "
+                "--target DIR. Note also that the sandbox has no network access unless the "
+                "kernel was started with --network host or --network allow:HOSTS." % rc)
+    if words[:1] in (["install"], ["download"]) and os.environ.get("CELLBLOCK_NETWORK_ALLOW"):
+        return ("\ncellblock: pip failed (exit code %d). The sandbox reaches only the hosts of "
+                "its allowlist (%s), through the kernel's proxy; the kernel's log says what it "
+                "refused." % (rc, os.environ["CELLBLOCK_NETWORK_ALLOW"]))
+    if words[:1] in (["install"], ["download"]):
+        return ("\ncellblock: pip failed (exit code %d). The sandbox has no network access "
+                "unless the kernel was started with --network host or --network allow:HOSTS, "
+                "so packages cannot be downloaded from an index." % rc)
+    return None
+
+
 def _pip(args, g, l):
     import subprocess
     import shlex
@@ -310,27 +339,8 @@ def _pip(args, g, l):
     rc = subprocess.call(argv, stdin=subprocess.DEVNULL)
     _runner._flush()
     if rc != 0:
-        words = shlex.split(args)
-        import sysconfig
-        managed = (os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
-                   and sys.prefix == sys.base_prefix)
-        escape = {"--break-system-packages", "--target", "-t", "--prefix", "--root"}
-        if words[:1] == ["install"] and managed and not escape.intersection(words):
-            print("\ncellblock: pip refused (exit code %d): this Python is externally managed "
-                  "(PEP 668, e.g. Debian's system Python), so packages cannot be installed into "
-                  "it. Use a Python in a virtual environment for the sandbox (--python), or "
-                  "--target DIR. Note also that the sandbox has no network access unless the "
-                  "kernel was started with --network host." % rc, file=sys.stderr)
-        elif words[:1] in (["install"], ["download"]) and os.environ.get("CELLBLOCK_NETWORK_ALLOW"):
-            print("\ncellblock: pip failed (exit code %d). The sandbox reaches only the hosts of "
-                  "its allowlist (%s), through the kernel's proxy; the kernel's log says what it "
-                  "refused." % (rc, os.environ["CELLBLOCK_NETWORK_ALLOW"]), file=sys.stderr)
-        elif words[:1] in (["install"], ["download"]):
-            print("\ncellblock: pip failed (exit code %d). The sandbox has no network access "
-                  "unless the kernel was started with --network host or --network allow:HOSTS, "
-                  "so packages cannot be downloaded from an index." % rc, file=sys.stderr)
-        else:
-            print("cellblock: pip exited with code %d" % rc, file=sys.stderr)
+        print(pip_failure_note(args, rc) or "cellblock: pip exited with code %d" % rc,
+              file=sys.stderr)
     else:
         print("Note: you may need to restart the kernel to use updated packages.")
 

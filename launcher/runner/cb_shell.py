@@ -241,29 +241,6 @@ class CellCompiler(CachingCompiler):
 # ---------------------------------------------------------------- magics ipykernel adds
 
 
-def _pip_failure_note(line, rc):
-    import shlex
-    import sysconfig
-    try:
-        words = shlex.split(line)
-    except ValueError:
-        words = line.split()
-    managed = (os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
-               and sys.prefix == sys.base_prefix)
-    escape = {"--break-system-packages", "--target", "-t", "--prefix", "--root"}
-    if words[:1] == ["install"] and managed and not escape.intersection(words):
-        return ("\ncellblock: pip refused (exit code %d): this Python is externally managed "
-                "(PEP 668, e.g. Debian's system Python), so packages cannot be installed into "
-                "it. Use a Python in a virtual environment for the sandbox (--python), or "
-                "--target DIR. Note also that the sandbox has no network access unless the "
-                "kernel was started with --network host." % rc)
-    if words[:1] in (["install"], ["download"]):
-        return ("\ncellblock: pip failed (exit code %d). The sandbox has no network access "
-                "unless the kernel was started with --network host, so packages cannot be "
-                "downloaded from an index." % rc)
-    return None
-
-
 @magics_class
 class KernelMagics(Magics):
     """The magics ipykernel's ZMQInteractiveShell adds, and %pip saying why
@@ -284,7 +261,7 @@ class KernelMagics(Magics):
         self.shell.system(" ".join([shlex.quote(sys.executable), "-m", "pip", line]))
         rc = self.shell.user_ns.get("_exit_code")
         if rc:
-            note = _pip_failure_note(line, rc)
+            note = _runner._mod("cb_magics").pip_failure_note(line, rc)
             if note:
                 print(note, file=sys.stderr)
         print("Note: you may need to restart the kernel to use updated packages.")

@@ -12,7 +12,7 @@
 //   {"ok": bool, "kernel": ..., "steps": [{"name", "ok", "detail", "ms"}], "log": [...]}
 // The caller asserts on it.  Every wait is bounded; the browser is always closed.
 
-import { chromium } from 'playwright-core';
+import { kernelIdle as idleOf, launchPage, openNotebook, watchKernelMessages } from './page.mjs';
 
 const cfg = JSON.parse(process.argv[2]);
 const STEP_MS = cfg.step_ms || 20000;
@@ -113,44 +113,16 @@ async function waitOutput(sel, kind, pattern, timeout = STEP_MS) {
 }
 
 async function kernelIdle(timeout = STEP_MS) {
-  await page.waitForSelector('#kernel_indicator_icon.kernel_idle_icon', { timeout, state: 'attached' });
+  await idleOf(page, timeout);
 }
 
 async function main() {
-  ctx = await chromium.launchPersistentContext(cfg.profile, {
-    executablePath: cfg.chromium || '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync',
-           '--disable-dev-shm-usage'],
-    viewport: { width: 1100, height: 1500 },
-    timeout: 30000,
-  });
-  page = ctx.pages()[0] || await ctx.newPage();
-  page.setDefaultTimeout(STEP_MS);
-  page.on('pageerror', (e) => log(`pageerror: ${e.message}`));
+  ({ ctx, page } = await launchPage(cfg, { width: 1100, height: 1500 }, STEP_MS, log));
   page.on('console', (m) => { if (m.type() === 'error') log(`console.error: ${m.text()}`); });
-  // kernel messages seen by the page (types only), for the report
-  const seen = {};
-  page.on('websocket', (ws) => {
-    ws.on('framereceived', (f) => {
-      if (typeof f.payload !== 'string') return;
-      try {
-        const m = JSON.parse(f.payload);
-        const t = `${m.channel}:${m.header && m.header.msg_type}`;
-        seen[t] = (seen[t] || 0) + 1;
-      } catch (_) { /* binary frame */ }
-    });
-  });
-  result.messages = seen;
-
-  const url = `${cfg.url}/notebooks/${encodeURIComponent(cfg.notebook)}?token=${cfg.token}`;
+  result.messages = watchKernelMessages(page);
 
   let ok = await step('open notebook, kernel idle', async () => {
-    await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 30000 });
-    await page.waitForFunction(() => window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel
-                               && Jupyter.notebook.kernel.is_connected(), null, { timeout: 30000 });
-    await kernelIdle(30000);
+    await openNotebook(page, cfg);
     result.kernel = await page.evaluate(() => ({
       name: Jupyter.notebook.kernel.name,
       display: document.querySelector('#kernel_indicator .kernel_indicator_name')?.innerText

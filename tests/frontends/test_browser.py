@@ -142,6 +142,29 @@ def notebook_json():
     }
 
 
+def drive(playwright, script, cfg, env, timeout, steps_name):
+    """Runs a page driver (an .mjs script here, under playwright-core's Node)
+    with `cfg`; returns the result it prints as its last line, also kept as
+    ARTIFACT_DIR/steps_name.  Fails the test when it prints none."""
+    driver = subprocess.Popen([playwright, os.path.join(HERE, script), json.dumps(cfg)],
+                              cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        out, err = driver.communicate(timeout=timeout)
+    finally:
+        stop_process(driver, timeout=5)
+    line = out.strip().splitlines()[-1] if out.strip() else ""
+    try:
+        result = json.loads(line)
+    except ValueError:
+        pytest.fail(f"{script} printed no result (rc={driver.returncode}):\n"
+                    f"{out[-2000:]}\n{err[-3000:]}")
+    with open(os.path.join(ARTIFACT_DIR, steps_name), "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+
 @pytest.mark.timeout(150)
 def test_classic_notebook_in_chromium(playwright, notebook_server, tracker, frontend_env,
                                       tmp_path):
@@ -157,25 +180,9 @@ def test_classic_notebook_in_chromium(playwright, notebook_server, tracker, fron
     cfg = {"url": srv.url, "token": srv.token, "notebook": NOTEBOOK, "screenshot": shot,
            "profile": str(tmp_path / "chromium-profile"), "chromium": CHROMIUM,
            "step_ms": 20000}
-    driver = subprocess.Popen([playwright, os.path.join(HERE, "browser_drive.mjs"),
-                               json.dumps(cfg)], cwd=HERE, env=frontend_env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
-    try:
-        out, err = driver.communicate(timeout=130)
-    finally:
-        stop_process(driver, timeout=5)
-
+    result = drive(playwright, "browser_drive.mjs", cfg, frontend_env, 130, "notebook-steps.json")
     # while the server still runs: the kernel the page started is cellblock
     kernels = srv.api("GET", "/api/kernels")
-    line = out.strip().splitlines()[-1] if out.strip() else ""
-    try:
-        result = json.loads(line)
-    except ValueError:
-        pytest.fail(f"browser driver printed no result (rc={driver.returncode}):\n"
-                    f"{out[-2000:]}\n{err[-3000:]}")
-    with open(os.path.join(ARTIFACT_DIR, "notebook-steps.json"), "w") as f:
-        json.dump(result, f, indent=1)
 
     failed = [s for s in result["steps"] if not s["ok"]]
     assert not failed, (

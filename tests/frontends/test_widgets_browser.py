@@ -28,9 +28,8 @@ import subprocess
 import nbformat
 import pytest
 
-from .conftest import ARTIFACT_DIR, HERE, SYS_PYTHON, run, skip_or_fail
-from .procs import stop_process
-from .test_browser import CHROMIUM, notebook_server, playwright  # noqa: F401 (fixtures)
+from .conftest import ARTIFACT_DIR, SYS_PYTHON, run, skip_or_fail
+from .test_browser import CHROMIUM, drive, notebook_server, playwright  # noqa: F401 (fixtures)
 from .widgets_notebook import CELLS, notebook
 
 WIDGET_NBEXTENSION = "jupyter-js-widgets/extension"
@@ -95,23 +94,8 @@ def test_widgets_in_the_classic_notebook(kernel, playwright, widget_server,  # n
     cfg = {"url": srv.url, "token": srv.token, "notebook": name, "kernel": kernel,
            "shots": ARTIFACT_DIR, "prefix": prefix, "profile": str(tmp_path / "chromium-profile"),
            "chromium": CHROMIUM, "step_ms": 30000}
-    driver = subprocess.Popen([playwright, os.path.join(HERE, "widgets_drive.mjs"),
-                               json.dumps(cfg)], cwd=HERE, env=frontend_env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
-    try:
-        out, err = driver.communicate(timeout=220)
-    finally:
-        stop_process(driver, timeout=5)
+    result = drive(playwright, "widgets_drive.mjs", cfg, frontend_env, 220, prefix + "-steps.json")
     kernels = srv.api("GET", "/api/kernels")
-    line = out.strip().splitlines()[-1] if out.strip() else ""
-    try:
-        result = json.loads(line)
-    except ValueError:
-        pytest.fail(f"widget driver printed no result (rc={driver.returncode}):\n"
-                    f"{out[-2000:]}\n{err[-3000:]}")
-    with open(os.path.join(ARTIFACT_DIR, prefix + "-steps.json"), "w") as f:
-        json.dump(result, f, indent=1)
     failed = [s for s in result["steps"] if not s["ok"]]
     assert not failed, (
         "browser steps failed:\n" + json.dumps(failed, indent=1)

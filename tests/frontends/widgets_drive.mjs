@@ -13,7 +13,7 @@
 //   {"ok": bool, "kernel": ..., "steps": [{"name", "ok", "detail", "ms"}], "log": [...]}
 // Every wait is bounded; the browser is always closed.
 
-import { chromium } from 'playwright-core';
+import { kernelIdle as idleOf, launchPage, openNotebook, watchKernelMessages } from './page.mjs';
 
 const cfg = JSON.parse(process.argv[2]);
 const STEP_MS = cfg.step_ms || 30000;
@@ -84,7 +84,7 @@ async function waitText(i, pattern, where = 'any', timeout = STEP_MS) {
 }
 
 async function kernelIdle(timeout = STEP_MS) {
-  await page.waitForSelector('#kernel_indicator_icon.kernel_idle_icon', { timeout, state: 'attached' });
+  await idleOf(page, timeout);
 }
 
 async function readout(i, nth = 0) {
@@ -117,41 +117,15 @@ async function shot(name, i = null) {
 }
 
 async function main() {
-  ctx = await chromium.launchPersistentContext(cfg.profile, {
-    executablePath: cfg.chromium || '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync',
-           '--disable-dev-shm-usage'],
-    viewport: { width: 1000, height: 1400 },
-    timeout: 30000,
-  });
-  page = ctx.pages()[0] || await ctx.newPage();
-  page.setDefaultTimeout(STEP_MS);
-  page.on('pageerror', (e) => log(`pageerror: ${e.message}`));
+  ({ ctx, page } = await launchPage(cfg, { width: 1000, height: 1400 }, STEP_MS, log));
   page.on('console', (m) => {
     consoleLines.push(m.text());
     if (m.type() === 'error' || m.type() === 'warning') log(`console.${m.type()}: ${m.text()}`);
   });
-  const seen = {};
-  page.on('websocket', (ws) => {
-    ws.on('framereceived', (f) => {
-      if (typeof f.payload !== 'string') { seen['binary'] = (seen['binary'] || 0) + 1; return; }
-      try {
-        const m = JSON.parse(f.payload);
-        const t = `${m.channel}:${m.header && m.header.msg_type}`;
-        seen[t] = (seen[t] || 0) + 1;
-      } catch (_) { /* not JSON */ }
-    });
-  });
-  result.messages = seen;
+  result.messages = watchKernelMessages(page);
 
-  const url = `${cfg.url}/notebooks/${encodeURIComponent(cfg.notebook)}?token=${cfg.token}`;
   let ok = await step('open notebook, kernel idle, widget extension loaded', async () => {
-    await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 30000 });
-    await page.waitForFunction(() => window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel
-                               && Jupyter.notebook.kernel.is_connected(), null, { timeout: 30000 });
-    await kernelIdle(30000);
+    await openNotebook(page, cfg);
     await page.waitForFunction(() => window.require && require.defined
                                && require.defined('nbextensions/jupyter-js-widgets/extension'),
                                null, { timeout: 30000 });

@@ -13,6 +13,9 @@ import os
 import re
 import time
 
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
 from .helpers import TIMEOUT, Kernel, collect_iopub, get_reply
 
 REFERENCE = "python3"
@@ -121,6 +124,30 @@ class Pair:
             self.cwds[name], self.homes[name] = where.stream().split("\n")[:2]
         # that used a cell on each: both go on from the same count
         return self
+
+
+def started_pair(tmp_path, probe="print(type(get_ipython()).__name__)", missing=None):
+    """For a fixture: yields a started, prepared Pair and stops it after.
+    Skips when there is no reference kernel, when `probe` (a cell ending in a
+    print of the shell's class name) fails on either kernel (`missing` says
+    what to install then), or when cellblock runs its minimal runner.  The
+    probe runs on both kernels, so their histories stay the same."""
+    try:
+        KernelSpecManager().get_kernel_spec(REFERENCE)
+    except NoSuchKernel:
+        pytest.skip("no stock ipykernel (python3 kernelspec) to compare with")
+    p = Pair(tmp_path)
+    try:
+        p.start().prepare()
+        outs = {n: k.execute(probe) for n, k in p.kernels.items()}
+        if missing and any(r.status != "ok" for r in outs.values()):
+            pytest.skip("%s is not installed for the sandbox's Python" % missing)
+        if outs["cellblock"].stream().strip() != "ZMQInteractiveShell":
+            pytest.skip("the sandbox's Python has no IPython: cellblock runs its minimal runner")
+        yield p
+    finally:
+        problems = p.stop()
+        assert not problems, problems
 
 
 def tmp_ipython(workdir):

@@ -12,7 +12,6 @@ import json
 import re
 
 import pytest
-from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
 from . import ipython_compare as ic
 
@@ -21,22 +20,7 @@ pytestmark = [pytest.mark.cellblock_only, pytest.mark.timeout(240)]
 
 @pytest.fixture
 def pair(tmp_path):
-    try:
-        KernelSpecManager().get_kernel_spec(ic.REFERENCE)
-    except NoSuchKernel:
-        pytest.skip("no stock ipykernel (python3 kernelspec) to compare with")
-    p = ic.Pair(tmp_path)
-    try:
-        p.start().prepare()
-        probe = "print(type(get_ipython()).__name__)"
-        shell = p.kernels["cellblock"].execute(probe).stream()
-        p.kernels[ic.REFERENCE].execute(probe)          # the same history on both
-        if shell.strip() != "ZMQInteractiveShell":
-            pytest.skip("the sandbox's Python has no IPython: cellblock runs its minimal runner")
-        yield p
-    finally:
-        problems = p.stop()
-        assert not problems, problems
+    yield from ic.started_pair(tmp_path)
 
 
 def same(pair, *cells, **kw):

@@ -288,6 +288,12 @@ def test_pip_downloads_and_installs_from_the_allowed_index(nk, hosts):
                  "import sys; sys.path.insert(0, '/home/user/pkgs')\n"
                  "import tinypkg; print('VALUE', tinypkg.VALUE)", timeout=150)
     assert "VALUE 42" in out, out
+    # an index not on the list: %pip says the sandbox reaches only the allowlist
+    r = execute(nk.kc, "%pip download -q --no-deps --retries 0 --timeout 5 -d /tmp/dl2 "
+                       f"--index-url https://unlisted.test:{hosts['tls']}/simple/ tinypkg",
+                timeout=150)
+    err = r.stream("stderr")
+    assert "reaches only the hosts of its allowlist" in err, err[-2000:]
 
 
 def test_unlisted_port_name_and_address_are_refused_with_a_403_naming_why(nk, hosts):

@@ -20,7 +20,6 @@ import re
 import uuid
 
 import pytest
-from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
 from . import ipython_compare as ic
 from .helpers import collect_iopub, get_reply
@@ -36,24 +35,8 @@ _RATE = re.compile(r"\[[^\[\]]*(?:it/s|s/it)\]")
 
 @pytest.fixture
 def pair(tmp_path):
-    try:
-        KernelSpecManager().get_kernel_spec(ic.REFERENCE)
-    except NoSuchKernel:
-        pytest.skip("no stock ipykernel (python3 kernelspec) to compare with")
-    p = ic.Pair(tmp_path)
-    try:
-        p.start().prepare()
-        probe = "import ipywidgets; print(type(get_ipython()).__name__)"
-        outs = {n: k.execute(probe) for n, k in p.kernels.items()}
-        if any(r.status != "ok" for r in outs.values()):
-            pytest.skip("ipywidgets is not installed for the sandbox's Python "
-                        "(python3-ipywidgets)")
-        if outs["cellblock"].stream().strip() != "ZMQInteractiveShell":
-            pytest.skip("the sandbox's Python has no IPython: cellblock runs its minimal runner")
-        yield p
-    finally:
-        problems = p.stop()
-        assert not problems, problems
+    yield from ic.started_pair(tmp_path, "import ipywidgets; print(type(get_ipython()).__name__)",
+                               missing="ipywidgets (python3-ipywidgets)")
 
 
 class Session:
