@@ -51,3 +51,26 @@ export async function openNotebook(page, cfg) {
                              && Jupyter.notebook.kernel.is_connected(), null, { timeout: 30000 });
   await kernelIdle(page, 30000);
 }
+
+// Runs the driver's main(), then: result.ok, a full-page screenshot at
+// failShot when a step failed (and failShot is given), the browser closed,
+// and the result printed as ONE JSON line on stdout (what the test reads).
+// handles() gives the driver's { ctx, page } as they are by then.
+export async function runDriver(main, result, log, handles, failShot) {
+  try {
+    await main();
+  } catch (e) {
+    result.steps.push({ name: 'driver', ok: false, detail: String(e && e.stack || e).slice(0, 2000) });
+  } finally {
+    const { ctx, page } = handles();
+    result.ok = result.steps.length > 0 && result.steps.every((s) => s.ok);
+    if (!result.ok && page && failShot) {
+      try {
+        await page.screenshot({ path: failShot, fullPage: true, timeout: 10000 });
+        result.failure_screenshot = failShot;
+      } catch (e) { log(`failure screenshot: ${e}`); }
+    }
+    try { if (ctx) await ctx.close(); } catch (e) { log(`close: ${e}`); }
+    process.stdout.write(JSON.stringify(result) + '\n');
+  }
+}

@@ -13,7 +13,7 @@
 //   {"ok": bool, "kernel": ..., "steps": [{"name", "ok", "detail", "ms"}], "log": [...]}
 // Every wait is bounded; the browser is always closed.
 
-import { kernelIdle as idleOf, launchPage, openNotebook, watchKernelMessages } from './page.mjs';
+import { kernelIdle as idleOf, launchPage, openNotebook, runDriver, watchKernelMessages } from './page.mjs';
 
 const cfg = JSON.parse(process.argv[2]);
 const STEP_MS = cfg.step_ms || 30000;
@@ -274,19 +274,5 @@ async function main() {
   });
 }
 
-try {
-  await main();
-} catch (e) {
-  result.steps.push({ name: 'driver', ok: false, detail: String(e && e.stack || e).slice(0, 2000) });
-} finally {
-  result.ok = result.steps.length > 0 && result.steps.every((s) => s.ok);
-  if (!result.ok && page && cfg.shots) {
-    try {
-      const failShot = `${cfg.shots}/${cfg.prefix}-failed.png`;
-      await page.screenshot({ path: failShot, fullPage: true, timeout: 10000 });
-      result.failure_screenshot = failShot;
-    } catch (e) { log(`failure screenshot: ${e}`); }
-  }
-  try { if (ctx) await ctx.close(); } catch (e) { log(`close: ${e}`); }
-  process.stdout.write(JSON.stringify(result) + '\n');
-}
+await runDriver(main, result, log, () => ({ ctx, page }),
+                cfg.shots ? `${cfg.shots}/${cfg.prefix}-failed.png` : null);
