@@ -52,25 +52,15 @@ from jupyter_client.manager import KernelManager
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "security"))
 from stats import write_section  # noqa: E402
+from hostile_kit import RAW, cpu_s, reset_peak, status_bytes  # noqa: E402
 BUILD = os.environ.get("CELLBLOCK_BUILD", os.path.join(REPO, "build"))
 MIB = 1 << 20
 FLOOD_S = 5            # seconds of print() / clear_output() loops
 CB_TIMEOUT_S = 8       # cellblock's --timeout: ends the ack flood
 CELL_TIMEOUT_S = 90    # the client gives up on a cell after this
-HZ = os.sysconf("SC_CLK_TCK")
 
-# Writes raw frames on fd 3, as code in cellblock's sandbox can
-# (tests/security/test_hostile_runner.py does the same).
-RAW = r'''
-import os as _os, json as _json, sys as _sys
-_S = _sys.modules["_cellblock_runner"]._S
-def frame(o, seq=None, raw=None):
-    o = dict(o)
-    o.setdefault("seq", _S.seq if seq is None else seq)
-    b = raw if raw is not None else _json.dumps(o).encode()
-    _os.write(3, len(b).to_bytes(4, "big") + b)
-'''
 
 FLOOD = r'''
 import time
@@ -127,32 +117,6 @@ def log(*a):
 
 
 # ---------------------------------------------------------------- /proc
-
-def status_bytes(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(key)
-
-
-def reset_peak(pid):
-    with open("/proc/%d/clear_refs" % pid, "w") as f:
-        f.write("5")
-
-
-def cpu_s(pid, children=False):
-    """utime+stime (and, with children, cutime+cstime) in seconds."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            rest = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    t = int(rest[11]) + int(rest[12])
-    if children:
-        t += int(rest[13]) + int(rest[14])
-    return t / HZ
-
 
 def descendants(pid):
     out, todo = [], [pid]

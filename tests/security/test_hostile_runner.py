@@ -16,48 +16,19 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
 from .conftest import BUILD, REPO, Kernel, _check_available
+from .hostile_kit import RAW, cpu_s, reset_peak, status_bytes
 
-# Writes raw frames on fd 3, as code in the sandbox can.
-RAW = r'''
-import os as _os, json as _json, sys as _sys
-_S = _sys.modules["_cellblock_runner"]._S
-def frame(o, seq=None, raw=None):
-    o = dict(o)
-    o.setdefault("seq", _S.seq if seq is None else seq)
-    b = raw if raw is not None else _json.dumps(o).encode()
-    _os.write(3, len(b).to_bytes(4, "big") + b)
-'''
 
 MIB = 1 << 20
 # AddressSanitizer's shadow memory, quarantine and slower code make the
 # kernel's RSS and CPU say nothing about the bounds: those figures are
 # checked on the normal build (the sanitizer run still drives every attack).
 SANITIZED = os.path.basename(BUILD.rstrip("/")).startswith("build-sanitize")
-
-
-def _status(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(key)
-
-
-def _reset_peak(pid):
-    with open("/proc/%d/clear_refs" % pid, "w") as f:
-        f.write("5")  # resets VmHWM to the current RSS
-
-
-def _cpu_s(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        rest = f.read().rsplit(")", 1)[1].split()
-    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _kernel(extra):
@@ -219,8 +190,8 @@ def test_kernel_memory_is_bounded_under_amplification():
     try:
         pid = _pid(k)
         _run(k, "1")
-        base = _status(pid, "VmRSS")
-        _reset_peak(pid)
+        base = status_bytes(pid, "VmRSS")
+        reset_peak(pid)
         _run(k, RAW + r'''
 n = 8 * 1024 * 1024 // 3 - 100
 body = b'{"type":"display","seq":%d,"data":{"text/plain":"x"},"metadata":{"k":[' % _S.seq
@@ -234,8 +205,8 @@ for i in range(4):                                    # four 2 MiB .json artifac
         for _ in range(3):                                # large legitimate displays
             _run(k, "from IPython.display import display\n"
                     "display({'text/plain': 'z' * (7 * 1024 * 1024)}, raw=True)", timeout=120)
-        peak = _status(pid, "VmHWM") - base
-        after = _status(pid, "VmRSS") - base
+        peak = status_bytes(pid, "VmHWM") - base
+        after = status_bytes(pid, "VmRSS") - base
         print("\nkernel RSS: base %.1f MiB, peak +%.1f MiB, after +%.1f MiB"
               % (base / MIB, peak / MIB, after / MIB))
         reply, _ = _run(k, "print('still serving')")
@@ -256,17 +227,17 @@ def test_frames_whose_acks_are_never_read_stall_the_sandbox_not_the_kernel():
     try:
         pid = _pid(k)
         _run(k, "1")
-        base = _status(pid, "VmRSS")
-        _reset_peak(pid)
-        cpu0, t0 = _cpu_s(pid), time.monotonic()
+        base = status_bytes(pid, "VmRSS")
+        reset_peak(pid)
+        cpu0, t0 = cpu_s(pid), time.monotonic()
         reply, msgs = _run(k, RAW + r'''
 import time
 end = time.monotonic() + 30
 while time.monotonic() < end:
     frame({"type": "clear_output", "wait": False})
 ''', timeout=60)
-        cpu, wall = _cpu_s(pid) - cpu0, time.monotonic() - t0
-        peak = _status(pid, "VmHWM") - base
+        cpu, wall = cpu_s(pid) - cpu0, time.monotonic() - t0
+        peak = status_bytes(pid, "VmHWM") - base
         print("\nack flood: kernel peak +%.1f MiB, CPU %.2f s in %.1f s" % (peak / MIB, cpu, wall))
         n = sum(m["msg_type"] == "clear_output" for m in msgs)
         assert SANITIZED or peak < 32 * MIB
@@ -291,7 +262,7 @@ def test_a_frame_flood_costs_the_kernel_a_bounded_share_of_cpu():
     try:
         pid = _pid(k)
         _run(k, "1")
-        cpu0, t0 = _cpu_s(pid), time.monotonic()
+        cpu0, t0 = cpu_s(pid), time.monotonic()
         reply, msgs = _run(k, RAW + r'''
 import time
 end = time.monotonic() + 5
@@ -302,7 +273,7 @@ while time.monotonic() < end:
     n += 1
 print("frames written", n)
 ''', timeout=60)
-        cpu, wall = _cpu_s(pid) - cpu0, time.monotonic() - t0
+        cpu, wall = cpu_s(pid) - cpu0, time.monotonic() - t0
         n = sum(m["msg_type"] == "clear_output" for m in msgs)
         print("\nflood: %d frames relayed, kernel CPU %.2f s in %.1f s" % (n, cpu, wall))
         assert SANITIZED or cpu < 0.5 * wall, "the kernel spent %.2f s of CPU in %.1f s" % (cpu, wall)
