@@ -429,6 +429,9 @@ def _recv(interruptible=False):
         select = _std("select")
         _S.sigmode = _SIG_INPUT
         try:
+            if _S.pending:              # it landed in the runner's code above: raise it now
+                _S.pending = False
+                raise KeyboardInterrupt
             ready = select.select([_FD], [], [], _ACK_POLL_S)[0]
         finally:
             _S.sigmode = _SIG_USER
