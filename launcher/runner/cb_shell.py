@@ -446,8 +446,13 @@ class ZMQInteractiveShell(InteractiveShell):
         interrupt for the next statement instead of breaking half-way."""
         __tracebackhide__ = True
         if _S.pending:
+            # an interrupt kept from IPython's bookkeeping: raised as the
+            # statement's first act, so its traceback points at the statement
+            # (Cell In [N], line L), as when it lands there, not at the runner
             _S.pending = False
-            raise KeyboardInterrupt
+            line = min((ln for _, _, ln in code_obj.co_lines() if ln), default=1)
+            code_obj = compile("\n" * (line - 1) + "raise KeyboardInterrupt",
+                               code_obj.co_filename, "exec")
         _S.sigmode = _runner._SIG_USER
         try:
             return await super().run_code(code_obj, result, async_=async_)
