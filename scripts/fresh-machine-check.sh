@@ -65,6 +65,10 @@ while [ $# -gt 0 ]; do
 done
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, namespaces, pivot_root)"
+# root's home: where this host keeps root's npm config, and where the fresh
+# root's root login starts (Debian's /etc/passwd)
+ROOT_HOME=$(getent passwd 0 | cut -d: -f6)
+ROOT_HOME=${ROOT_HOME:-/root}
 case $DIR in "$REPO"|"$REPO"/*) die "CB_FRESH_DIR must be outside the repository" ;; esac
 case $DIR in /*) ;; *) die "CB_FRESH_DIR must be an absolute path" ;; esac
 for t in unshare pivot_root git tar; do
@@ -144,7 +148,7 @@ for f in /usr/local/share/ca-certificates/*; do
     [ -e "$f" ] && cp -rL "$f" "$ROOT/usr/local/share/ca-certificates/"
 done
 # npm settings (global and root's user config), wherever this image keeps them
-for f in /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc /root/.npmrc; do
+for f in /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc "$ROOT_HOME/.npmrc"; do
     [ -f "$f" ] || continue
     mkdir -p "$ROOT$(dirname "$f")"
     cp -L "$f" "$ROOT$f"
@@ -153,7 +157,7 @@ done
 # the image's CA / npm / proxy variables; nothing else of this session's.
 ENVFILE=$ROOT/var/tmp/fresh-env
 {
-    echo "export HOME=/root USER=root LOGNAME=root SHELL=/bin/sh TERM=xterm"
+    echo "export HOME=$ROOT_HOME USER=root LOGNAME=root SHELL=/bin/sh TERM=xterm"
     echo "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     env | grep -E '^(NODE_EXTRA_CA_CERTS|SSL_CERT_FILE|SSL_CERT_DIR|GIT_SSL_CAINFO|CURL_CA_BUNDLE|REQUESTS_CA_BUNDLE|PIP_CERT|[Nn][Pp][Mm]_[Cc][Oo][Nn][Ff][Ii][Gg]_[A-Za-z_]*|[Hh][Tt][Tt][Pp][Ss]?_[Pp][Rr][Oo][Xx][Yy]|[Nn][Oo]_[Pp][Rr][Oo][Xx][Yy])=' \
         | sed "s/'/'\\\\''/g; s/^\([^=]*\)=\(.*\)\$/export \1='\2'/" || true
