@@ -35,7 +35,6 @@ killed by pid.
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import queue
@@ -43,18 +42,16 @@ import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import time
 
 from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "security"))
 from stats import write_section  # noqa: E402
-from hostile_kit import RAW, cpu_s, reset_peak, status_bytes  # noqa: E402
+from hostile_kit import RAW, cpu_s, reset_peak, start_kernel, status_bytes  # noqa: E402
 BUILD = os.environ.get("CELLBLOCK_BUILD", os.path.join(REPO, "build"))
 MIB = 1 << 20
 FLOOD_S = 5            # seconds of print() / clear_output() loops
@@ -157,19 +154,7 @@ def sandbox_cpu(pid):
 class Contender:
     def __init__(self, label, kernel_name, extra=None):
         self.label = label
-        self._tmp = None
-        ksm = KernelSpecManager()
-        if extra:
-            spec = ksm.get_kernel_spec(kernel_name)
-            self._tmp = tempfile.mkdtemp(prefix="cb-hostile-kspec-")
-            kdir = os.path.join(self._tmp, "kernels", kernel_name + "-hostile")
-            os.makedirs(kdir)
-            with open(os.path.join(kdir, "kernel.json"), "w") as f:
-                json.dump(dict(spec.to_dict(), argv=spec.argv + extra), f)
-            ksm = KernelSpecManager(kernel_dirs=[os.path.join(self._tmp, "kernels")])
-            kernel_name += "-hostile"
-        self.km = KernelManager(kernel_name=kernel_name, kernel_spec_manager=ksm)
-        self.km.start_kernel()
+        self.km, self._tmp = start_kernel(kernel_name, extra, "cb-hostile-kspec-")
         self.pid = self.km.provisioner.process.pid
         self.kc = self.km.client()
         self.kc.start_channels()

@@ -12,7 +12,9 @@
 //   {"ok": bool, "kernel": ..., "steps": [{"name", "ok", "detail", "ms"}], "log": [...]}
 // The caller asserts on it.  Every wait is bounded; the browser is always closed.
 
-import { kernelIdle as idleOf, launchPage, openNotebook, runDriver, watchKernelMessages } from './page.mjs';
+import {
+  kernelIdle as idleOf, launchPage, makeStep, openNotebook, runDriver, watchKernelMessages,
+} from './page.mjs';
 
 const cfg = JSON.parse(process.argv[2]);
 const STEP_MS = cfg.step_ms || 20000;
@@ -22,20 +24,7 @@ const log = (s) => { if (result.log.length < 200) result.log.push(String(s).slic
 let ctx = null;
 let page = null;
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    const detail = await fn();
-    result.steps.push({ name, ok: true, detail: detail ?? null, ms: Date.now() - t0 });
-    return true;
-  } catch (e) {
-    let cellText = null;
-    try { cellText = await lastRunOutputs(); } catch (_) { /* page gone */ }
-    result.steps.push({ name, ok: false, detail: String(e && e.message || e).slice(0, 2000),
-                        outputs: cellText, ms: Date.now() - t0 });
-    return false;
-  }
-}
+const step = makeStep(result, async () => ({ outputs: await lastRunOutputs() }));
 
 // index of the cell we ran last (its outputs are what we check)
 let current = -1;

@@ -74,3 +74,23 @@ export async function runDriver(main, result, log, handles, failShot) {
     process.stdout.write(JSON.stringify(result) + '\n');
   }
 }
+
+// A step runner: step(name, fn) records { name, ok, detail, ms } in
+// result.steps and says whether fn succeeded; on failure, failure() adds what
+// the page showed (its fields are merged into the step).
+export function makeStep(result, failure) {
+  return async function step(name, fn) {
+    const t0 = Date.now();
+    try {
+      const detail = await fn();
+      result.steps.push({ name, ok: true, detail: detail ?? null, ms: Date.now() - t0 });
+      return true;
+    } catch (e) {
+      let extra = {};
+      try { extra = await failure(); } catch (_) { /* page gone */ }
+      result.steps.push({ name, ok: false, detail: String(e && e.message || e).slice(0, 2000),
+                          ...extra, ms: Date.now() - t0 });
+      return false;
+    }
+  };
+}

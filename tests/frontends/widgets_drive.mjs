@@ -13,7 +13,9 @@
 //   {"ok": bool, "kernel": ..., "steps": [{"name", "ok", "detail", "ms"}], "log": [...]}
 // Every wait is bounded; the browser is always closed.
 
-import { kernelIdle as idleOf, launchPage, openNotebook, runDriver, watchKernelMessages } from './page.mjs';
+import {
+  kernelIdle as idleOf, launchPage, makeStep, openNotebook, runDriver, watchKernelMessages,
+} from './page.mjs';
 
 const cfg = JSON.parse(process.argv[2]);
 const STEP_MS = cfg.step_ms || 30000;
@@ -35,20 +37,7 @@ async function cellText(i) {
                        cellSel(i));
 }
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    const detail = await fn();
-    result.steps.push({ name, ok: true, detail: detail ?? null, ms: Date.now() - t0 });
-    return true;
-  } catch (e) {
-    let text = null;
-    try { text = current >= 0 ? await cellText(current) : null; } catch (_) { /* page gone */ }
-    result.steps.push({ name, ok: false, detail: String(e && e.message || e).slice(0, 2000),
-                        cell: text, ms: Date.now() - t0 });
-    return false;
-  }
-}
+const step = makeStep(result, async () => ({ cell: current >= 0 ? await cellText(current) : null }));
 
 // Run cell i as a user does: click into it, Shift+Enter; wait until it is done.
 async function runCell(i, timeout = STEP_MS) {

@@ -16,15 +16,14 @@ build into a temporary PREFIX that any user can read: the build tree itself
 may not be, e.g. in a clone under root's 0700 home).
 """
 
-import json
 import os
 import queue
 import shutil
-import tempfile
 
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
+
+from .hostile_kit import start_kernel
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("CELLBLOCK_BUILD") or os.path.join(REPO, "build")
@@ -51,19 +50,7 @@ class Kernel:
     def __init__(self, name, extra_argv=None):
         self.name = name
         self.control = name != "cellblock"
-        self._tmp = None
-        ksm = KernelSpecManager()
-        if extra_argv:
-            spec = ksm.get_kernel_spec(name)
-            self._tmp = tempfile.mkdtemp(prefix="cb-sec-kspec-")
-            kdir = os.path.join(self._tmp, "kernels", name + "-custom")
-            os.makedirs(kdir)
-            with open(os.path.join(kdir, "kernel.json"), "w") as f:
-                json.dump(dict(spec.to_dict(), argv=spec.argv + extra_argv), f)
-            ksm = KernelSpecManager(kernel_dirs=[os.path.join(self._tmp, "kernels")])
-            name = name + "-custom"
-        self.km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)
-        self.km.start_kernel()
+        self.km, self._tmp = start_kernel(name, extra_argv, "cb-sec-kspec-")
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)

@@ -1,10 +1,33 @@
-"""What the hostile-runner tests (test_hostile_runner.py) and their benchmark
-(bench/hostile.py) share: the prelude of a cell that writes raw frames on
-fd 3, as any code in the sandbox can, and the /proc readings of the kernel
-process they judge it by.  Standard library only, no package-relative
-imports: bench/hostile.py imports it by path."""
+"""What the security tests (conftest.py, test_hostile_runner.py) and their
+benchmark (bench/hostile.py) share: a kernel started with extra arguments,
+the prelude of a cell that writes raw frames on fd 3, as any code in the
+sandbox can, and the /proc readings of the kernel process they judge it by.
+No package-relative imports: bench/hostile.py imports it by path."""
 
+import json
 import os
+import tempfile
+
+
+def start_kernel(name, extra_argv=None, tmp_prefix="cb-kspec-"):
+    """Starts kernelspec `name` with extra_argv after its argv (through a
+    copy of the spec in a temporary directory).  Returns (KernelManager, the
+    temporary directory to remove after shutdown, or None)."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+    ksm, tmp = KernelSpecManager(), None
+    if extra_argv:
+        spec = ksm.get_kernel_spec(name)
+        tmp = tempfile.mkdtemp(prefix=tmp_prefix)
+        kdir = os.path.join(tmp, "kernels", name + "-custom")
+        os.makedirs(kdir)
+        with open(os.path.join(kdir, "kernel.json"), "w") as f:
+            json.dump(dict(spec.to_dict(), argv=spec.argv + list(extra_argv)), f)
+        ksm = KernelSpecManager(kernel_dirs=[os.path.join(tmp, "kernels")])
+        name += "-custom"
+    km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)
+    km.start_kernel()
+    return km, tmp
 
 # Writes raw frames on fd 3, as code in cellblock's sandbox can.
 RAW = r'''
