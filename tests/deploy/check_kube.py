@@ -183,15 +183,17 @@ def test_jupyter_server_pod(kube_env):
         # a file the user's server holds (written as the pod's user, in its home)
         secret = secrets.token_hex(16)
         fname = "notes-%s.txt" % secrets.token_hex(4)
-        podman("exec", info["Id"], "sh", "-c", "printf %s " + secret + " > /home/jovyan/" + fname)
-        r = in_pod_net(pid, [SYS_PYTHON, PODCLIENT, "server", url, token,
-                             "/home/jovyan/" + fname, secret])
+        home = podman("exec", info["Id"], "sh", "-c", 'printf %s "$HOME"').stdout
+        assert home.startswith("/"), home
+        path = home.rstrip("/") + "/" + fname
+        podman("exec", info["Id"], "sh", "-c", "printf %s " + secret + " > " + path)
+        r = in_pod_net(pid, [SYS_PYTHON, PODCLIENT, "server", url, token, path, secret])
         assert r.returncode == 0, r.stdout + r.stderr
         out = json.loads(r.stdout)
         assert out["kernelspecs"] == ["cellblock"], out
         assert_confined(*out["probe"], "server pod")
         st, text = out["read"]
-        assert secret not in text and "FileNotFoundError /home/jovyan/" + fname in text, text
+        assert secret not in text and "FileNotFoundError " + path in text, text
         # no writable cgroup in the pod here: the banner must say DEGRADED
         assert "namespaces user,pid,mount" in out["banner"] and "DEGRADED limits" in out["banner"], out
         assert out["kernels_after"] == []

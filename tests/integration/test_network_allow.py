@@ -284,8 +284,8 @@ def test_pip_downloads_and_installs_from_the_allowed_index(nk, hosts):
     assert out.startswith("0 "), out
     assert WHEEL_NAME in out
     # the README's recipe: %pip install --target into the home, then import
-    out = nk.run(f"%pip install -q --no-deps --index-url {index} --target /home/user/pkgs tinypkg\n"
-                 "import sys; sys.path.insert(0, '/home/user/pkgs')\n"
+    out = nk.run(f"%pip install -q --no-deps --index-url {index} --target ~/pkgs tinypkg\n"
+                 "import os, sys; sys.path.insert(0, os.path.expanduser('~/pkgs'))\n"
                  "import tinypkg; print('VALUE', tinypkg.VALUE)", timeout=150)
     assert "VALUE 42" in out, out
     # an index not on the list: %pip says the sandbox reaches only the allowlist

@@ -300,7 +300,7 @@ for d, dirs, files in os.walk('.'):
     seen += [os.path.join(d, n) for n in dirs + files if n.startswith('.')]
 seen += [p for p in glob.glob('**', recursive=True, include_hidden=True) if '/.' in '/' + p]
 for p in ['.env', 'data/.secret', '.git/config', 'sub/deep/.hidden', 'sub/link_env',
-          '/home/user/.env', '/proc/self/cwd/.env', './data/../.env', '.git']:
+          os.path.expanduser('~/.env'), '/proc/self/cwd/.env', './data/../.env', '.git']:
     try:
         os.stat(p); seen.append('stat:' + p)
     except OSError:
