@@ -13,6 +13,12 @@
 #define CB_LOG_LINE_MAX 2048 /* one log line, truncated beyond */
 #define CB_PATH_MAX     4096 /* any path we build */
 
+/* ---- names from the sandbox (isolate/names.c) ------------------------ */
+#define CB_NAMES_NAME_MAX      255  /* bytes of one name (NAME_MAX) */
+#define CB_NAMES_PATH_MAX      2048 /* bytes of a relative path saved on the host */
+#define CB_NAMES_ESCAPE_FACTOR 4    /* escaped bytes per raw byte at most ("\ooo") */
+#define CB_NAMES_REASON_MAX    160  /* one refusal sentence */
+
 /* ---- launcher reports (read by the kernel) ---------------------------- */
 #define CB_REPORT_LINE_MAX 1024 /* one launcher report line */
 

@@ -20,10 +20,15 @@
  * Every path is built from a root given by the caller, so the unit test runs
  * the same file-level logic against a fake tree in a temp dir.
  *
+ * Files: cgroup.c (common: files, add, kill, OOM, teardown, names),
+ * cgroup_v2.c and cgroup_v1.c (creation), cgroup_sweep.c (stale groups);
+ * cgroup_priv.h is what they share.
+ *
  * Who removes what: the launcher removes its own group (and the parent, when
  * it is left empty) when it ends, also on SIGTERM, which is its parent-death
- * signal.  Groups whose owner died by SIGKILL are removed by the next
- * launcher that starts (cb_cgroup_sweep), and by the kernel through
+ * signal.  Groups whose owner died by SIGKILL (or is a zombie) are removed
+ * by the next launcher that starts (cb_cgroup_sweep; also `cellblock-kernel
+ * sweep`), and by the kernel through
  * cb_cgroup_cleanup_launcher / cb_cgroup_cleanup_kernel.
  */
 #ifndef CB_CGROUP_H
@@ -55,6 +60,9 @@ typedef struct cb_cgroup cb_cgroup_t;
 /* "cellblock-k<pid>-<start time>": the parent group of every sandbox of the
  * kernel `pid`.  0 ok, -1 no such process or buf too small. */
 int cb_cgroup_kernel_name(pid_t pid, char *buf, size_t len);
+/* "cellblock-w<pid>-<start time>": the group of a warm-start template whose
+ * supervisor is `pid` (launcher/warm_tpl.c). */
+int cb_cgroup_warm_name(pid_t pid, char *buf, size_t len);
 /* "cellblock-<pid>-<start time>": the group of the launcher `pid`. */
 int cb_cgroup_launcher_name(pid_t pid, char *buf, size_t len);
 /* Whether the owner of the group called `name` (a directory name, no
@@ -62,11 +70,17 @@ int cb_cgroup_launcher_name(pid_t pid, char *buf, size_t len);
  * "cellblock-<pid>", count as alive while that pid is a cellblock-launcher. */
 cb_cgroup_owner_t cb_cgroup_owner(const char *name);
 
+/* BASE is the root of our cgroup namespace (a container's whole cgroup). */
+#define CB_CGROUP_NS_ROOT 1u
+
 /* v2: creates BASE/PARENT/NAME (PARENT may be NULL: BASE/NAME) in a
- * delegated BASE and sets the limits.  NULL with a reason (cause and fix)
- * in why. */
-cb_cgroup_t *cb_cgroup_new_v2(const char *base, const char *parent, const char *name,
-                              const cb_cgroup_limits_t *lim, char *why, size_t why_len);
+ * delegated BASE and sets the limits.  A BASE that holds processes is
+ * vacated into BASE/cellblock-leaf when it is delegated (owned by our euid,
+ * marked by systemd, or CB_CGROUP_NS_ROOT in flags), see cgroup_v2.c.
+ * NULL with a reason (cause and fix) in why. */
+cb_cgroup_t *cb_cgroup_new_v2(const char *base, unsigned flags, const char *parent,
+                              const char *name, const cb_cgroup_limits_t *lim, char *why,
+                              size_t why_len);
 /* v1: ROOT is where the hierarchies are mounted (/sys/fs/cgroup); SELF is a
  * /proc/self/cgroup-format file naming our place in each; the group is
  * PARENT/NAME below that place (PARENT may be NULL).  NULL + why. */
@@ -77,8 +91,16 @@ cb_cgroup_t *cb_cgroup_new_v1(const char *root, const char *self, const char *pa
  * v1.  NULL + why when neither can be used. */
 cb_cgroup_t *cb_cgroup_new_auto(const char *parent, const char *name, const cb_cgroup_limits_t *lim,
                                 char *why, size_t why_len);
+/* v2: an O_RDONLY fd of the group's directory, for clone3(CLONE_INTO_CGROUP);
+ * -1 on v1 (nothing to clone into) or failure.  The caller closes it. */
+int cb_cgroup_dirfd(const cb_cgroup_t *self);
 /* Moves pid into the cgroup(s).  0 ok, -1 errno. */
 int cb_cgroup_add(cb_cgroup_t *self, pid_t pid);
+/* Opens the group's cgroup.procs file in every hierarchy (O_WRONLY,
+ * O_CLOEXEC) into fds[0..max): a warm start's fork joins the group by
+ * writing "0" there (the kernel checks the opener's credentials).  The
+ * count, -1 errno (E2BIG: more hierarchies than max). */
+int cb_cgroup_procs_fds(const cb_cgroup_t *self, int *fds, size_t max);
 /* SIGKILLs every process in it (v2 cgroup.kill, else freeze/kill/thaw or
  * a kill loop) and waits until it is empty.  0 ok, -1 something stayed. */
 int cb_cgroup_kill(cb_cgroup_t *self);

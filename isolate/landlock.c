@@ -21,6 +21,12 @@
 #include <unistd.h>
 
 #include "isolate/landlock_abi.h"
+#include "isolate/sandbox_limits.h"
+
+const char *const cb_landlock_sandbox_dirs[] = {CB_SANDBOX_HOME, "/tmp", "/dev/shm", NULL};
+const char *const cb_landlock_sandbox_files[] = {"/dev/null",    "/dev/zero", "/dev/full",
+                                                 "/dev/random", "/dev/urandom", "/dev/kvm",
+                                                 NULL};
 
 #define S_FS_WRITE_FILE (LANDLOCK_ACCESS_FS_WRITE_FILE)
 #define S_FS_WRITE_DIR                                                                             \

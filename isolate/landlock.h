@@ -13,4 +13,9 @@ int cb_landlock_abi(void);
  * no_new_privs must be set.  0 ok, -1 errno. */
 int cb_landlock_apply(int abi, const char *const *dirs, const char *const *files);
 
+/* Where the runner may write (the same lists for a cold and a warm start):
+ * directories, and single files (the character devices), NULL-terminated. */
+extern const char *const cb_landlock_sandbox_dirs[];
+extern const char *const cb_landlock_sandbox_files[];
+
 #endif

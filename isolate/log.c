@@ -3,10 +3,15 @@
  *
  * Each line is built in a bounded stack buffer and written with a single
  * write(2), so lines from several threads (the heartbeat thread) do not
- * interleave.  Over-long lines are truncated and marked.
+ * interleave.  Over-long lines are truncated and marked.  Much of what is
+ * logged comes from the sandbox (names, frame types, host names asked of the
+ * proxy), so the message goes through names.c's escaping before it is
+ * written: no control, C1 or bidi character and no invalid UTF-8 reaches the
+ * terminal or the log file raw, whatever a call site forgot.
  */
 #include "isolate/log.h"
 #include "isolate/cb_limits.h"
+#include "isolate/names.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,22 +62,35 @@ void cb_log_write(cb_log_level_t level, const char *fn, int line, bool with_errn
     int n = snprintf(buf, sizeof buf, "[%s %02d:%02d:%02d.%03ld %s %s:%d] ", s_ident, tm.tm_hour,
                      tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L, s_names[lv], fn, line);
     if (n < 0) return;
-    len = (size_t) n < sizeof buf ? (size_t) n : sizeof buf - 1;
+    /* room kept for the cut mark, the newline and snprintf's NUL */
+    enum { S_TAIL = sizeof "..." + 1 };
+    len = (size_t) n < sizeof buf - S_TAIL ? (size_t) n : sizeof buf - S_TAIL;
+    char msg[CB_LOG_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    n = vsnprintf(buf + len, sizeof buf - len, fmt, ap);
+    n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (n > 0) len += (size_t) n < sizeof buf - len ? (size_t) n : sizeof buf - len - 1;
-    if (with_errno && len < sizeof buf - 1) {
+    bool cut = false;
+    if (n > 0) {
+        size_t mlen = (size_t) n < sizeof msg ? (size_t) n : sizeof msg - 1;
+        size_t room = sizeof buf - S_TAIL - len;
+        size_t need = cb_names_escape(msg, mlen, buf + len, room, true);
+        cut = (size_t) n >= sizeof msg || need >= room;
+        len += cut ? (room ? strlen(buf + len) : 0) : need;
+    }
+    if (with_errno && !cut) {
         char ebuf[128];
         const char *es = strerror_r(err, ebuf, sizeof ebuf);
-        n = snprintf(buf + len, sizeof buf - len, ": %s", es);
-        if (n > 0) len += (size_t) n < sizeof buf - len ? (size_t) n : sizeof buf - len - 1;
+        size_t room = sizeof buf - S_TAIL - len;
+        n = snprintf(buf + len, room, ": %s", es);
+        if (n > 0) {
+            cut = (size_t) n >= room;
+            len += cut ? (room ? strlen(buf + len) : 0) : (size_t) n;
+        }
     }
-    if (len >= sizeof buf - 1) {
-        static const char mark[] = "...";
-        memcpy(buf + sizeof buf - 1 - (sizeof mark), mark, sizeof mark - 1);
-        len = sizeof buf - 2;
+    if (cut) {
+        memcpy(buf + len, "...", 3);
+        len += 3;
     }
     buf[len++] = '\n';
     const char *p = buf;

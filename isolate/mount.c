@@ -13,14 +13,14 @@
  * Read-only binds use mount_setattr(AT_RECURSIVE) so submounts turn
  * read-only too; on kernels before 5.12 a remount keeps the flags the
  * source mount already had (a user namespace may not clear locked ones).
+ * Binds and tmpfs mounts are shown through overlays (the layers below), so
+ * mountinfo prints nothing of the host's (see cb_mount_run in mount.h).
+ * The plan itself is built in mount_plan.c.
  */
 #include "isolate/mount.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/sendfile.h>
@@ -29,9 +29,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "isolate/log.h"
 #include "isolate/overlay.h"
-#include "isolate/util.h"
 
 #ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x00000001
@@ -54,322 +52,15 @@ struct s_mount_attr {
 
 #define S_NEWROOT "/" CB_SANDBOX_NEWROOT
 #define S_OLDROOT "/" CB_SANDBOX_OLDROOT
-
-/* ---- plan ------------------------------------------------------------------ */
-
-void cb_mount_plan_init(cb_mount_plan_t *p) {
-    memset(p, 0, sizeof *p);
-    (void) snprintf(p->stage, sizeof p->stage, "%s", CB_SANDBOX_STAGE);
-}
-
-void cb_mount_plan_fini(cb_mount_plan_t *p) {
-    for (size_t i = 0; i < p->n; i++) {
-        free(p->ops[i].src);
-        free(p->ops[i].dst);
-        free(p->ops[i].data);
-        if ((p->ops[i].kind == CB_MNT_OVERLAY || p->ops[i].kind == CB_MNT_COPY) &&
-            p->ops[i].fd >= 0)
-            close(p->ops[i].fd);
-    }
-    p->n = 0;
-}
-
-static cb_mount_op_t *s_op(cb_mount_plan_t *p, cb_mount_kind_t kind, const char *sandbox) {
-    if (p->n >= CB_SANDBOX_MOUNTS_MAX) {
-        LOG_E("mount plan full (%d entries)", CB_SANDBOX_MOUNTS_MAX);
-        errno = ENOSPC;
-        return NULL;
-    }
-    cb_mount_op_t *op = &p->ops[p->n];
-    memset(op, 0, sizeof *op);
-    op->kind = kind;
-    if (asprintf(&op->dst, "%s%s", S_NEWROOT, sandbox) < 0) {
-        op->dst = NULL;
-        return NULL;
-    }
-    if (strlen(op->dst) >= CB_PATH_MAX) {
-        free(op->dst);
-        errno = ENAMETOOLONG;
-        return NULL;
-    }
-    p->n++;
-    return op;
-}
-
-cb_mount_op_t *cb_mount_plan_add(cb_mount_plan_t *p, cb_mount_kind_t kind, const char *sandbox) {
-    cb_mount_op_t *op = s_op(p, kind, sandbox);
-    if (op != NULL) op->fd = -1;
-    return op;
-}
-
-int cb_mount_plan_bind(cb_mount_plan_t *p, const char *host, const char *sandbox, bool optional,
-                       bool keep_symlink) {
-    struct stat lst;
-    if (lstat(host, &lst) < 0) {
-        if (optional && errno == ENOENT) return 0;
-        PLOG_E("lstat(%s)", host);
-        return -1;
-    }
-    if (keep_symlink && S_ISLNK(lst.st_mode)) {
-        char target[CB_PATH_MAX];
-        ssize_t n = readlink(host, target, sizeof target - 1);
-        if (n < 0) return -1;
-        target[n] = '\0';
-        return cb_mount_plan_symlink(p, target, sandbox);
-    }
-    char real[CB_PATH_MAX]; /* == PATH_MAX */
-    if (realpath(host, real) == NULL) {
-        if (optional && errno == ENOENT) return 0;
-        PLOG_E("realpath(%s)", host);
-        return -1;
-    }
-    struct stat st;
-    if (stat(real, &st) < 0) return -1;
-    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-        LOG_E("%s is neither a directory nor a regular file", host);
-        errno = EINVAL;
-        return -1;
-    }
-    cb_mount_op_t *op = s_op(p, CB_MNT_BIND_RO, sandbox);
-    if (op == NULL) return -1;
-    op->src_is_dir = S_ISDIR(st.st_mode);
-    if (asprintf(&op->src, "%s%s", S_OLDROOT, real) < 0) {
-        op->src = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-int cb_mount_plan_dev(cb_mount_plan_t *p, const char *name) {
-    char host[CB_DEV_PATH_MAX], sandbox[CB_DEV_PATH_MAX];
-    (void) snprintf(host, sizeof host, "/dev/%s", name);
-    (void) snprintf(sandbox, sizeof sandbox, "/dev/%s", name);
-    struct stat st;
-    if (stat(host, &st) < 0 || !S_ISCHR(st.st_mode)) {
-        LOG_E("%s is not a character device on this host", host);
-        errno = ENODEV;
-        return -1;
-    }
-    cb_mount_op_t *op = s_op(p, CB_MNT_BIND_DEV, sandbox);
-    if (op == NULL || asprintf(&op->src, "%s%s", S_OLDROOT, host) < 0) return -1;
-    return 0;
-}
-
-int cb_mount_plan_tmpfs(cb_mount_plan_t *p, const char *sandbox, const char *options) {
-    cb_mount_op_t *op = s_op(p, CB_MNT_TMPFS, sandbox);
-    if (op == NULL || (op->data = strdup(options)) == NULL) return -1;
-    return 0;
-}
-
-int cb_mount_plan_symlink(cb_mount_plan_t *p, const char *target, const char *sandbox) {
-    cb_mount_op_t *op = s_op(p, CB_MNT_SYMLINK, sandbox);
-    if (op == NULL || (op->src = strdup(target)) == NULL) return -1;
-    return 0;
-}
-
-int cb_mount_plan_file(cb_mount_plan_t *p, const char *sandbox, const char *content,
-                       unsigned mode) {
-    if (strlen(content) > CB_SANDBOX_FILE_MAX) {
-        errno = EFBIG;
-        return -1;
-    }
-    cb_mount_op_t *op = s_op(p, CB_MNT_FILE, sandbox);
-    if (op == NULL || (op->data = strdup(content)) == NULL) return -1;
-    op->mode = mode;
-    return 0;
-}
-
-int cb_mount_plan_dir(cb_mount_plan_t *p, const char *sandbox, unsigned mode) {
-    cb_mount_op_t *op = s_op(p, CB_MNT_DIR, sandbox);
-    if (op == NULL) return -1;
-    op->mode = mode;
-    return 0;
-}
-
-int cb_mount_plan_proc(cb_mount_plan_t *p, const char *sandbox) {
-    return s_op(p, CB_MNT_PROC, sandbox) == NULL ? -1 : 0;
-}
-
-int cb_mount_plan_rdonly(cb_mount_plan_t *p, const char *sandbox) {
-    return s_op(p, CB_MNT_RDONLY, sandbox) == NULL ? -1 : 0;
-}
-
-/* What /proc tells of the host that a sandbox has no use for: runc's
- * maskedPaths, plus the boot line, kernel symbols, modules and config. */
-static const char *const s_proc_masked[] = {
-    "cmdline",    "kallsyms",      "kcore",       "keys",        "key-users",   "kmsg",
-    "config.gz",  "modules",       "timer_list",  "timer_stats", "sched_debug", "latency_stats",
-    "interrupts", "vmallocinfo",   "iomem",       "ioports",     "slabinfo",    "sysrq-trigger",
-    "kpagecount", "kpageflags",    "kpagecgroup", "acpi",        "asound",      "scsi",
-    "driver",     "dynamic_debug", "tty",
-};
-/* runc's readonlyPaths (sysrq-trigger is masked above) */
-static const char *const s_proc_readonly[] = {"bus", "fs", "irq", "sys"};
-
-int cb_mount_plan_proc_masks(cb_mount_plan_t *p, const char *proc) {
-    char path[CB_PATH_MAX];
-    for (size_t i = 0; i < sizeof s_proc_masked / sizeof s_proc_masked[0]; i++) {
-        (void) snprintf(path, sizeof path, "%s/%s", proc, s_proc_masked[i]);
-        cb_mount_op_t *op = s_op(p, CB_MNT_MASK, path);
-        if (op == NULL || asprintf(&op->src, "%s/dev/null", S_NEWROOT) < 0) return -1;
-    }
-    for (size_t i = 0; i < sizeof s_proc_readonly / sizeof s_proc_readonly[0]; i++) {
-        (void) snprintf(path, sizeof path, "%s/%s", proc, s_proc_readonly[i]);
-        if (s_op(p, CB_MNT_RO_SELF, path) == NULL) return -1;
-    }
-    return 0;
-}
-
-/* Adds a BLOB op for one host file (read now, NUL bytes and all). */
-static int s_copy_file(cb_mount_plan_t *p, int dfd, const char *name, const char *sandbox,
-                       size_t *bytes, size_t *files) {
-    cb_autofd int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return errno == ELOOP ? 0 : -1; /* a symlink: skipped */
-    struct stat st;
-    if (fstat(fd, &st) < 0) return -1;
-    if (!S_ISREG(st.st_mode)) return 0;
-    if (*files >= CB_SANDBOX_COPY_FILES_MAX ||
-        (size_t) st.st_size > CB_SANDBOX_COPY_BYTES_MAX - *bytes) {
-        LOG_E("%s: more than %d files or %u bytes to copy", sandbox, CB_SANDBOX_COPY_FILES_MAX,
-              CB_SANDBOX_COPY_BYTES_MAX);
-        errno = E2BIG;
-        return -1;
-    }
-    size_t len = (size_t) st.st_size;
-    char *data = malloc(len + 1); /* +1: never malloc(0) */
-    if (data == NULL) return -1;
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = read(fd, data + got, len - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : EIO; /* shrank while we read */
-            free(data);
-            errno = e;
-            return -1;
-        }
-        got += (size_t) r;
-    }
-    cb_mount_op_t *op = s_op(p, CB_MNT_BLOB, sandbox);
-    if (op == NULL) {
-        free(data);
-        return -1;
-    }
-    op->data = data;
-    op->data_len = len;
-    op->mode = st.st_mode & 0755;
-    op->mtime = st.st_mtim;
-    *bytes += len;
-    (*files)++;
-    return 0;
-}
-
-static int s_copy_tree(cb_mount_plan_t *p, int dfd, const char *sandbox, int depth, size_t *bytes,
-                       size_t *files, size_t *dirs) {
-    DIR *d = cb_opendir_at(dfd);
-    if (d == NULL) return -1;
-    int rc = 0;
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue; /* ., .., and hidden markers */
-        char sub[CB_PATH_MAX];
-        int n = snprintf(sub, sizeof sub, "%s/%s", sandbox, e->d_name);
-        if (n < 0 || (size_t) n >= sizeof sub) {
-            errno = ENAMETOOLONG;
-            rc = -1;
-            break;
-        }
-        if (e->d_type == DT_DIR) {
-            if (depth <= 0) continue;
-            cb_autofd int cfd =
-                openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (cfd < 0) continue;
-            (*dirs)++;
-            if (cb_mount_plan_dir(p, sub, CB_SANDBOX_MKDIR_MODE) < 0 ||
-                s_copy_tree(p, cfd, sub, depth - 1, bytes, files, dirs) < 0)
-                rc = -1;
-        } else if (e->d_type == DT_REG || e->d_type == DT_UNKNOWN) {
-            rc = s_copy_file(p, dfd, e->d_name, sub, bytes, files);
-        }
-    }
-    int saved = errno;
-    closedir(d);
-    errno = saved;
-    return rc;
-}
-
-int cb_mount_plan_copy_dir(cb_mount_plan_t *p, const char *host_dir, const char *sandbox) {
-    cb_autofd int dfd = open(host_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        PLOG_E("open(%s)", host_dir);
-        return -1;
-    }
-    /* the tmpfs first: its size is patched once the files are known */
-    size_t tmpfs_at = p->n;
-    if (cb_mount_plan_tmpfs(p, sandbox, "") < 0) return -1;
-    size_t bytes = 0, files = 0, dirs = 0;
-    if (s_copy_tree(p, dfd, sandbox, CB_SANDBOX_COPY_DEPTH, &bytes, &files, &dirs) < 0) {
-        PLOG_E("copying %s", host_dir);
-        return -1;
-    }
-    /* each file takes at least a page, each directory one too */
-    size_t kb = bytes / 1024 + (files + dirs) * 4 + CB_SANDBOX_COPY_SLACK_KB;
-    char *opts = NULL;
-    if (asprintf(&opts, "mode=0755,size=%zuk,nr_inodes=%zu", kb, files + dirs + 16) < 0) return -1;
-    free(p->ops[tmpfs_at].data);
-    p->ops[tmpfs_at].data = opts;
-    return cb_mount_plan_rdonly(p, sandbox);
-}
-
-int cb_mount_plan_copy_files(cb_mount_plan_t *p, const char *sandbox, const char *const *hosts,
-                             size_t n) {
-    if (n > CB_SANDBOX_COPY_FILES_MAX) {
-        errno = E2BIG;
-        return -1;
-    }
-    size_t tmpfs_at = p->n;
-    if (cb_mount_plan_tmpfs(p, sandbox, "") < 0) return -1;
-    size_t bytes = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *base = strrchr(hosts[i], '/');
-        base = base != NULL ? base + 1 : hosts[i];
-        char dst[CB_PATH_MAX];
-        int w = snprintf(dst, sizeof dst, "%s/%s", sandbox, base);
-        if (w < 0 || (size_t) w >= sizeof dst || base[0] == '\0') {
-            errno = ENAMETOOLONG;
-            return -1;
-        }
-        int fd = open(hosts[i], O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-            (size_t) st.st_size > CB_SANDBOX_COPY_FD_BYTES_MAX - bytes) {
-            int e = fd < 0 ? errno : S_ISREG(st.st_mode) ? E2BIG : EINVAL;
-            if (fd >= 0) close(fd);
-            errno = e;
-            PLOG_E("copying %s (a regular file, at most %u bytes in all)", hosts[i],
-                   CB_SANDBOX_COPY_FD_BYTES_MAX);
-            errno = e;
-            return -1;
-        }
-        cb_mount_op_t *op = cb_mount_plan_add(p, CB_MNT_COPY, dst);
-        if (op == NULL) {
-            close(fd);
-            return -1;
-        }
-        op->fd = fd;
-        op->data_len = (size_t) st.st_size;
-        op->mode = st.st_mode & 0755;
-        op->mtime = st.st_mtim;
-        bytes += (size_t) st.st_size;
-    }
-    char *opts = NULL;
-    if (asprintf(&opts, "mode=0755,size=%zuk,nr_inodes=%zu",
-                 bytes / 1024 + n * 4 + CB_SANDBOX_COPY_SLACK_KB, n + 16) < 0)
-        return -1;
-    free(p->ops[tmpfs_at].data);
-    p->ops[tmpfs_at].data = opts;
-    return cb_mount_plan_rdonly(p, sandbox);
-}
+/* In the staging tmpfs (detached once the new root is in place): the layers
+ * behind the sandbox's mounts.  Their paths are all mountinfo names. */
+#define S_LAYERS  "/layers"
+#define S_EMPTY   S_LAYERS "/e" /* empty: the second lower of read-only overlays */
+#define S_EMPTY2  S_LAYERS "/f" /* empty too: with S_EMPTY, the masks' overlay */
+#define S_MASKDIR S_LAYERS "/m" /* that empty read-only overlay, bound over masked dirs */
+#define S_SOURCE  "cellblock"   /* the source mountinfo shows for them */
+#define S_STR(x)  S_STR2(x)
+#define S_STR2(x) #x
 
 /* ---- run (async-signal-safe from here on) --------------------------------- */
 
@@ -429,6 +120,128 @@ static int s_make_ro(const char *dst) {
                  NULL);
 }
 
+/* ---- layers: what mountinfo shows instead of the host's mounts ---------- */
+
+/* Appends s to buf (cap bytes, *len used).  0 ok, -1 ENAMETOOLONG. */
+static int s_cat(char *buf, size_t cap, size_t *len, const char *s) {
+    size_t n = s_len(s);
+    if (*len + n >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf + *len, s, n + 1);
+    *len += n;
+    return 0;
+}
+
+/* "/layers/<kind><i>" into buf.  0 ok, -1 ENAMETOOLONG. */
+static int s_layer(char *buf, size_t cap, const char *kind, size_t i) {
+    char num[24], *d = num + sizeof num - 1;
+    *d = '\0';
+    do
+        *--d = (char) ('0' + i % 10);
+    while ((i /= 10) > 0 && d > num);
+    size_t len = 0;
+    return s_cat(buf, cap, &len, S_LAYERS "/") < 0 || s_cat(buf, cap, &len, kind) < 0 ||
+                   s_cat(buf, cap, &len, d) < 0
+               ? -1
+               : 0;
+}
+
+/* A read-only overlay of the host directory lower at dst: lowerdir is given
+ * as "." from inside it, so mountinfo names no host path. */
+static int s_ro_overlay(const char *lower, const char *dst) {
+    if (chdir(lower) < 0) return -1;
+    int rc =
+        mount(S_SOURCE, dst, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, "lowerdir=.:" S_EMPTY);
+    int e = errno;
+    if (chdir("/") < 0 && rc == 0) return -1;
+    errno = e;
+    return rc;
+}
+
+/* The overlay of the directory of plan op i's source (a file), shared by
+ * every op whose file is in the same directory: its path into layer.  0 ok,
+ * -1 (overlayfs cannot serve: bind the file as it is). */
+static int s_dir_layer(const cb_mount_plan_t *p, size_t i, char *layer, size_t cap) {
+    const char *src = p->ops[i].src;
+    size_t dlen = s_len(src);
+    while (dlen > 0 && src[dlen - 1] != '/')
+        dlen--;
+    if (dlen <= 1 || dlen >= CB_PATH_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (size_t j = 0; j <= i; j++) {
+        const cb_mount_op_t *o = &p->ops[j];
+        if (o->kind != CB_MNT_BIND_RO || o->src_is_dir || o->keep_bind ||
+            strncmp(o->src, src, dlen) != 0 || strchr(o->src + dlen, '/') != NULL)
+            continue;
+        if (s_layer(layer, cap, "d", j) < 0) return -1;
+        if (j < i) { /* made for an earlier file, if overlayfs could */
+            struct stat st;
+            return stat(layer, &st);
+        }
+        char dir[CB_PATH_MAX];
+        memcpy(dir, src, dlen - 1);
+        dir[dlen - 1] = '\0';
+        if (mkdir(layer, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
+        if (s_ro_overlay(dir, layer) < 0) {
+            int e = errno;
+            (void) rmdir(layer);
+            errno = e;
+            return -1;
+        }
+        return 0;
+    }
+    errno = EINVAL;
+    return -1;
+}
+
+/* BIND_RO: an overlay of a directory, a bind out of the overlay of a file's
+ * directory; as it is when overlayfs cannot serve. */
+static int s_bind_ro(const cb_mount_plan_t *p, size_t i) {
+    const cb_mount_op_t *op = &p->ops[i];
+    if (s_mountpoint(op->dst, op->src_is_dir) < 0) return -1;
+    if (!op->keep_bind && op->src_is_dir && s_ro_overlay(op->src, op->dst) == 0)
+        return s_make_ro(op->dst);
+    char layer[CB_PATH_MAX], file[CB_PATH_MAX];
+    size_t len = 0;
+    const char *base = op->src + s_len(op->src);
+    while (base > op->src && base[-1] != '/')
+        base--;
+    if (!op->keep_bind && !op->src_is_dir && s_dir_layer(p, i, layer, sizeof layer) == 0 &&
+        s_cat(file, sizeof file, &len, layer) == 0 && s_cat(file, sizeof file, &len, "/") == 0 &&
+        s_cat(file, sizeof file, &len, base) == 0 && mount(file, op->dst, NULL, MS_BIND, NULL) == 0)
+        return s_make_ro(op->dst);
+    if (mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0) return -1;
+    return s_make_ro(op->dst);
+}
+
+/* A tmpfs with options opts, shown at dst as the upper layer of an overlay
+ * (the tmpfs itself sits at layer in the staging tmpfs, which is detached
+ * at the end); the upper directory takes the tmpfs root's owner and mode.
+ * A plain tmpfs at dst when overlayfs cannot serve. */
+static int s_tmpfs(const char *dst, const char *opts, const char *layer) {
+    if (mkdir(layer, S_IRWXU) < 0) return -1;
+    if (mount("tmpfs", layer, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) return -1;
+    char upper[CB_PATH_MAX], work[CB_PATH_MAX], ovl[CB_MOUNT_OPTS_MAX];
+    size_t ul = 0, wl = 0, ol = 0;
+    struct stat st;
+    if (s_cat(upper, sizeof upper, &ul, layer) < 0 || s_cat(upper, sizeof upper, &ul, "/u") < 0 ||
+        s_cat(work, sizeof work, &wl, layer) < 0 || s_cat(work, sizeof work, &wl, "/w") < 0 ||
+        stat(layer, &st) < 0 || mkdir(upper, S_IRWXU) < 0 || mkdir(work, S_IRWXU) < 0 ||
+        chown(upper, st.st_uid, st.st_gid) < 0 || chmod(upper, st.st_mode & 07777) < 0)
+        return -1;
+    if (s_cat(ovl, sizeof ovl, &ol, "lowerdir=" S_EMPTY ",upperdir=") == 0 &&
+        s_cat(ovl, sizeof ovl, &ol, upper) == 0 && s_cat(ovl, sizeof ovl, &ol, ",workdir=") == 0 &&
+        s_cat(ovl, sizeof ovl, &ol, work) == 0 && s_cat(ovl, sizeof ovl, &ol, ",userxattr") == 0 &&
+        mount(S_SOURCE, dst, "overlay", MS_NOSUID | MS_NODEV, ovl) == 0)
+        return 0;
+    if (umount2(layer, MNT_DETACH) < 0) return -1;
+    return mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts);
+}
+
 static int s_write_file(const char *dst, const char *content, unsigned mode) {
     if (s_mkdir_p(dst, true, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
     int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
@@ -460,9 +273,8 @@ static int s_write_blob(const cb_mount_op_t *op) {
     off_t off = 0;
     int rc = 0;
     while (done < op->data_len) {
-        ssize_t w = op->kind == CB_MNT_COPY
-                        ? sendfile(fd, op->fd, &off, op->data_len - done)
-                        : write(fd, op->data + done, op->data_len - done);
+        ssize_t w = op->kind == CB_MNT_COPY ? sendfile(fd, op->fd, &off, op->data_len - done)
+                                            : write(fd, op->data + done, op->data_len - done);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) { /* 0: the host file shrank while we copied */
             if (w == 0) errno = EIO;
@@ -479,14 +291,24 @@ static int s_write_blob(const cb_mount_op_t *op) {
     return rc;
 }
 
-/* Hides dst; a path this kernel's /proc lacks is fine. */
+/* Hides dst; a path this kernel's /proc lacks is fine.  A directory gets a
+ * bind of one empty read-only overlay (made on first use), or, where
+ * overlayfs cannot serve, an empty read-only tmpfs. */
 static int s_mask(const cb_mount_op_t *op) {
     struct stat st;
     if (lstat(op->dst, &st) < 0) return errno == ENOENT ? 0 : -1;
-    if (S_ISDIR(st.st_mode))
-        return mount("tmpfs", op->dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                     "size=0,mode=0555");
-    return mount(op->src, op->dst, NULL, MS_BIND, NULL);
+    if (!S_ISDIR(st.st_mode)) return mount(op->src, op->dst, NULL, MS_BIND, NULL);
+    if (stat(S_MASKDIR, &st) < 0) {
+        if (mkdir(S_MASKDIR, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
+        if (mount(S_SOURCE, S_MASKDIR, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "lowerdir=" S_EMPTY ":" S_EMPTY2) < 0)
+            (void) rmdir(S_MASKDIR);
+    }
+    if (stat(S_MASKDIR, &st) == 0 && mount(S_MASKDIR, op->dst, NULL, MS_BIND, NULL) == 0)
+        return mount(NULL, op->dst, NULL,
+                     MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    return mount("tmpfs", op->dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                 "size=0,mode=0555");
 }
 
 static int s_ro_self(const cb_mount_op_t *op) {
@@ -494,22 +316,22 @@ static int s_ro_self(const cb_mount_op_t *op) {
     return s_make_ro(op->dst);
 }
 
-static int s_run_op(const cb_mount_op_t *op) {
+static int s_run_op(const cb_mount_plan_t *p, size_t i) {
+    const cb_mount_op_t *op = &p->ops[i];
+    char layer[CB_PATH_MAX];
     switch (op->kind) {
     case CB_MNT_DIR:
         if (s_mkdir_p(op->dst, false, op->mode) < 0) return -1;
         return chmod(op->dst, op->mode);
-    case CB_MNT_BIND_RO:
-        if (s_mountpoint(op->dst, op->src_is_dir) < 0) return -1;
-        if (mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0) return -1;
-        return s_make_ro(op->dst);
+    case CB_MNT_BIND_RO: return s_bind_ro(p, i);
     case CB_MNT_BIND_DEV:
         if (s_mountpoint(op->dst, false) < 0) return -1;
         if (mount(op->src, op->dst, NULL, MS_BIND, NULL) < 0) return -1;
         return mount(NULL, op->dst, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC, NULL);
     case CB_MNT_TMPFS:
         if (s_mkdir_p(op->dst, false, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
-        return mount("tmpfs", op->dst, "tmpfs", MS_NOSUID | MS_NODEV, op->data);
+        if (s_layer(layer, sizeof layer, "t", i) < 0) return -1;
+        return s_tmpfs(op->dst, op->data, layer);
     case CB_MNT_SYMLINK:
         if (s_mkdir_p(op->dst, true, CB_SANDBOX_MKDIR_MODE) < 0) return -1;
         return symlink(op->src, op->dst);
@@ -585,15 +407,14 @@ int cb_mount_run(const cb_mount_plan_t *p, int *failed) {
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) return -1;
     }
     if (chdir("/") < 0) return -1;
-    {
-        char opts[CB_MOUNT_OPTS_MAX];
-        /* the root stays tiny and becomes read-only: only mountpoints and /etc */
-        int n = snprintf(opts, sizeof opts, "mode=0755,size=%dk", CB_SANDBOX_ROOT_TMPFS_KB);
-        if (n < 0 || (size_t) n >= sizeof opts) return -1;
-        if (mount("tmpfs", S_NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) return -1;
-    }
+    if (mkdir(S_LAYERS, S_IRWXU) < 0 || mkdir(S_EMPTY, S_IRWXU) < 0 || mkdir(S_EMPTY2, S_IRWXU) < 0)
+        return -1;
+    /* the root stays tiny and becomes read-only: only mountpoints and /etc */
+    if (s_tmpfs(S_NEWROOT, "mode=0755,size=" S_STR(CB_SANDBOX_ROOT_TMPFS_KB) "k",
+                S_LAYERS "/root") < 0)
+        return -1;
     for (size_t i = 0; i < p->n; i++) {
-        if (s_run_op(&p->ops[i]) < 0) {
+        if (s_run_op(p, i) < 0) {
             *failed = (int) i;
             return -1;
         }

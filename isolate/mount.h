@@ -39,6 +39,7 @@ typedef struct {
     char *data;            /* tmpfs options or file content; owned */
     unsigned mode;         /* file/dir mode */
     bool src_is_dir;       /* BIND_*: the source is a directory */
+    bool keep_bind;        /* BIND_RO: bind the host's mount as it is (see cb_mount_run) */
     size_t data_len;       /* BLOB: bytes of data */
     struct timespec mtime; /* BLOB: modification time kept from the host (pyc checks it) */
     int fd;                /* OVERLAY: detached mount of the lower (owned), or -1: bind src;
@@ -96,10 +97,24 @@ int cb_mount_plan_copy_files(cb_mount_plan_t *p, const char *sandbox, const char
                              size_t n);
 
 /* Async-signal-safe: make / private, build the new root from the plan,
- * pivot into it, detach the old root, make / read-only.  When the current
- * root is not a mount point (a chroot: pivot_root says EINVAL), the old root
- * is bind-mounted into the staging tmpfs and we chroot there first, so the
- * staging tmpfs is a real mount root and the final pivot_root works.
+ * pivot into it, detach the old root, make / read-only.
+ *
+ * What /proc/self/mountinfo then shows of the host: nothing that a mount of
+ * the host's own would print.  Every tmpfs (the root, /dev, /tmp, home, ...)
+ * is the upper layer of an overlay, so the tmpfs's options, with the
+ * mounter's host uid in uid=/gid=, are never printed; a read-only bind of a
+ * host directory is an overlay of it (a file: a bind out of an overlay of
+ * its directory), so neither the host's disk, its device number nor its
+ * superblock options are.  They all show as "overlay cellblock" with
+ * options naming only staging paths.  Where overlayfs cannot serve (a
+ * kernel without it in user namespaces, a host directory with mounts below
+ * it, a file that is a mount point itself: keep_bind), the mount is made as
+ * before, which works and shows the host's line.
+ *
+ * When the current root is not a mount point (a chroot: pivot_root says
+ * EINVAL), the old root is bind-mounted into the staging tmpfs and we
+ * chroot there first, so the staging tmpfs is a real mount root and the
+ * final pivot_root works.
  * 0 ok; -1 errno, *failed = index of the failing op (-1: a fixed step). */
 int cb_mount_run(const cb_mount_plan_t *p, int *failed);
 

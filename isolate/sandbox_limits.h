@@ -35,8 +35,10 @@
 /* ---- launcher fds and runner ------------------------------------------ */
 #define CB_FD_EVENT           3                              /* event socket, kept by the runner */
 #define CB_FD_REPORT          4                              /* report socket, launcher only */
+#define CB_FD_LAUNCHER_DEBUG  5 /* the debugger's channel as the launcher gets it */
+#define CB_FD_DEBUG           4 /* ... and as the runner has it (after the report socket went) */
 #define CB_RUNNER_ARGC_MAX    8                              /* python -I -u FILE NULL */
-#define CB_ENV_MAX            24                             /* entries of the runner's env */
+#define CB_ENV_MAX            48                             /* entries of the runner's env */
 #define CB_ENV_ENTRY_MAX      512                            /* bytes of one env entry */
 #define CB_ENV_NAME_MAX       128                            /* --env: bytes of a NAME */
 #define CB_ENV_PARENT_MAX     (2u << 20)                     /* --env NAME: environ bytes read */
@@ -68,7 +70,7 @@
 #define CB_SANDBOX_STAGE          "/tmp"                  /* host dir the staging tmpfs covers */
 #define CB_SANDBOX_NEWROOT        "newroot"               /* inside the staging tmpfs */
 #define CB_SANDBOX_OLDROOT        "oldroot"               /* old root while building */
-#define CB_SANDBOX_MOUNTS_MAX     192                     /* mount plan entries */
+#define CB_SANDBOX_MOUNTS_MAX     256                     /* mount plan entries (microvm: two plans, a copy op per runner file) */
 #define CB_SANDBOX_COPY_DEPTH     2                       /* runner copy: subdir levels */
 #define CB_SANDBOX_COPY_FILES_MAX 64                      /* runner copy: files */
 #define CB_SANDBOX_COPY_BYTES_MAX (8u << 20)              /* runner copy: bytes in all */
@@ -93,6 +95,7 @@
 #define CB_CGROUP_NAME_PREFIX       "cellblock-"          /* every group we make */
 #define CB_CGROUP_NAME_FMT          "cellblock-%ld-%llu"  /* a launcher's: pid, start time */
 #define CB_CGROUP_KERNEL_FMT        "cellblock-k%ld-%llu" /* a kernel's parent: pid, start */
+#define CB_CGROUP_WARM_FMT          "cellblock-w%ld-%llu" /* a warm template's: supervisor */
 #define CB_CGROUP_LEGACY_COMM       "cellblock-launc"     /* comm of a launcher (15 chars) */
 #define CB_CGROUP_CREATE_TRIES      8                     /* parent vanished: mkdir again */
 #define CB_CGROUP_SWEEP_DEPTH       3                     /* kernel/launcher/stray */
@@ -106,6 +109,10 @@
 #define CB_CGROUP_RMDIR_TRIES       200                   /* rmdir retries while emptying */
 #define CB_CGROUP_FILE_MAX          65536                 /* bytes read from a cgroup file */
 #define CB_CGROUP_CONTROLLERS_MAX   8                     /* v1 hierarchies we use */
+#define CB_CGROUP_LEAF              "cellblock-leaf"      /* v2: where a delegated group's own
+                                                             processes go (cgroup_v2.c) */
+#define CB_CGROUP_VACATE_ROUNDS     16                    /* v2: rounds of moving them there */
+#define CB_CGROUP_XATTR_MAX         8                     /* bytes of a delegate xattr read */
 
 /* ---- teardown ----------------------------------------------------------- */
 #define CB_TERM_GRACE_MS 200 /* SIGTERM: wait for init before rm */

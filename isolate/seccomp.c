@@ -482,10 +482,6 @@ out:
     return rc;
 }
 
-int cb_seccomp_install(const cb_seccomp_t *f) {
-    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->prog, 0, 0) < 0 ? -1 : 0;
-}
-
 void cb_seccomp_fini(cb_seccomp_t *f) {
     free(f->prog.filter);
     f->prog.filter = NULL;

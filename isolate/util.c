@@ -87,6 +87,34 @@ int cb_send_with_fd(int sock, const void *buf, size_t len, int fd) {
     }
 }
 
+ssize_t cb_recv_with_fd(int sock, void *buf, size_t len, int *fd, int flags) {
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(int))];
+    } cm;
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.space, .msg_controllen = sizeof cm};
+    *fd = -1;
+    ssize_t r;
+    do
+        r = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    for (struct cmsghdr *c = r >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+            if (*fd < 0)
+                *fd = got;
+            else
+                close(got);
+        }
+    }
+    return r;
+}
+
 void cb_fmt_why(char *buf, size_t len, const char *fmt, ...) {
     if (len == 0) return;
     va_list ap;
@@ -110,11 +138,20 @@ int cb_signalfd_supervision(void) {
     return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+int64_t cb_now_ms(void) {
+    struct timespec ts;
+    (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 #define S_PROC_STAT_MAX      1024 /* bytes of /proc/PID/stat read */
 #define S_STAT_STARTTIME_POS 20   /* starttime: 20th field after "(comm)" */
 
-unsigned long long cb_proc_start_time(pid_t pid) {
+unsigned long long cb_proc_start_time(pid_t pid) { return cb_proc_start_state(pid, NULL); }
+
+unsigned long long cb_proc_start_state(pid_t pid, char *state) {
     char path[64], buf[S_PROC_STAT_MAX];
+    if (state != NULL) *state = '\0';
     if (pid <= 0) return 0;
     (void) snprintf(path, sizeof path, "/proc/%ld/stat", (long) pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -131,6 +168,7 @@ unsigned long long cb_proc_start_time(pid_t pid) {
     /* comm may hold spaces and parentheses: fields resume after the last ')' */
     char *p = strrchr(buf, ')');
     if (p == NULL) return 0;
+    if (state != NULL && p[1] == ' ') *state = p[2];
     for (int field = 0; field < S_STAT_STARTTIME_POS; field++) {
         while (*p != '\0' && *p != ' ')
             p++;

@@ -44,6 +44,11 @@ DIR *cb_opendir_at(int dfd);
  * SCM_RIGHTS when fd >= 0.  Retries EINTR; no allocation (safe between clone
  * and exec).  0 ok, -1 errno. */
 int cb_send_with_fd(int sock, const void *buf, size_t len, int fd);
+/* Receives one message (at most len bytes) on a unix socket, and the first
+ * fd it carries by SCM_RIGHTS into *fd (-1 when none; others are closed).
+ * flags as recvmsg's (MSG_CMSG_CLOEXEC is added); retries EINTR; no
+ * allocation.  >0 bytes, 0 the peer closed, -1 errno (EAGAIN: nothing now). */
+ssize_t cb_recv_with_fd(int sock, void *buf, size_t len, int *fd, int flags);
 /* Formats a reason into buf (len bytes, always terminated); for the
  * "why" out-parameters of the isolate modules. */
 void cb_fmt_why(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -57,6 +62,11 @@ int cb_set_nonblock(int fd, int on);
 /* Start time of pid in clock ticks after boot (field 22 of /proc/PID/stat),
  * 0 when there is no such process.  A pid plus its start time names one
  * process for good: a reused pid has a later start time. */
+/* Milliseconds of CLOCK_MONOTONIC: deadlines and rates. */
+int64_t cb_now_ms(void);
 unsigned long long cb_proc_start_time(pid_t pid);
+/* The same, and the process's state letter in *state (/proc/PID/stat's
+ * third field: 'Z' a zombie, '\0' when unknown). */
+unsigned long long cb_proc_start_state(pid_t pid, char *state);
 
 #endif

@@ -11,20 +11,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "isolate/log.h"
 #include "isolate/util.h"
 
 #include <stdlib.h>
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
 
 static const char *const s_step_names[CB_STEP_COUNT] = {
     [CB_STEP_NONE] = "none",
@@ -49,6 +43,7 @@ static const char *const s_step_names[CB_STEP_COUNT] = {
     [CB_STEP_SECCOMP] = "loading the seccomp filter",
     [CB_STEP_EXEC] = "execve of the interpreter",
     [CB_STEP_TIER] = "starting the isolation tier",
+    [CB_STEP_WARM] = "starting the runner from its template",
 };
 
 const char *cb_step_name(int step) {
@@ -108,7 +103,7 @@ int cb_exec_plan_init(cb_exec_plan_t *p, const char *python, const char *runner,
 }
 
 /* The value of NAME (n bytes) in a NUL-separated environment block, or NULL. */
-static const char *s_env_lookup(const char *blk, size_t len, const char *name, size_t n) {
+const char *cb_env_lookup(const char *blk, size_t len, const char *name, size_t n) {
     for (size_t off = 0; off < len;) {
         const char *e = blk + off;
         size_t el = strnlen(e, len - off);
@@ -120,7 +115,7 @@ static const char *s_env_lookup(const char *blk, size_t len, const char *name, s
 
 /* Reads /proc/PID/environ into a new NUL-terminated buffer (at most
  * CB_ENV_PARENT_MAX bytes).  NULL with errno on failure. */
-static char *s_read_environ(pid_t pid, size_t *len) {
+char *cb_env_read(pid_t pid, size_t *len) {
     char path[CB_PROC_PATH_MAX];
     (void) snprintf(path, sizeof path, "/proc/%ld/environ", (long) pid);
     cb_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -157,11 +152,11 @@ int cb_exec_plan_env(cb_exec_plan_t *p, const char *const *env, size_t n_env, pi
         size_t nl = eq ? (size_t) (eq - e) : strlen(e);
         const char *value = eq ? eq + 1 : NULL;
         if (value == NULL) {
-            if (blk == NULL && (blk = s_read_environ(parent, &blk_len)) == NULL) {
+            if (blk == NULL && (blk = cb_env_read(parent, &blk_len)) == NULL) {
                 PLOG_W("--env %s: cannot read the environment of process %ld", e, (long) parent);
                 continue;
             }
-            value = s_env_lookup(blk, blk_len, e, nl);
+            value = cb_env_lookup(blk, blk_len, e, nl);
             if (value == NULL) {
                 LOG_W("--env %s: not set in the kernel's environment; left unset", e);
                 continue;
@@ -198,45 +193,4 @@ int cb_exec_plan_env(cb_exec_plan_t *p, const char *const *env, size_t n_env, pi
         p->argv[5] = NULL;
     }
     return 0;
-}
-
-void cb_child_reset_signals(void) {
-    sigset_t all;
-    sigemptyset(&all);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; sig++) {
-        if (sig == SIGKILL || sig == SIGSTOP) continue;
-        (void) sigaction(sig, &sa, NULL); /* EINVAL for glibc-reserved ones */
-    }
-    (void) sigprocmask(SIG_SETMASK, &all, NULL);
-}
-
-void cb_child_fail(int errfd, cb_step_t step, int arg) {
-    cb_child_err_t e = {.step = (int) step, .err = errno, .arg = arg};
-    (void) cb_write_all(errfd, &e, sizeof e);
-    _exit(127);
-}
-
-int cb_child_prepare_fds(void) {
-    if (syscall(SYS_close_range, CB_FD_EVENT + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0) return -1;
-    for (int fd = 0; fd <= CB_FD_EVENT; fd++)
-        if (fcntl(fd, F_SETFD, 0) < 0) return -1;
-    return 0;
-}
-
-int cb_child_read_err(int fd, cb_child_err_t *out) {
-    memset(out, 0, sizeof *out);
-    for (;;) {
-        ssize_t r = read(fd, out, sizeof *out);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return -1;
-        if (r == 0) return 0;
-        if ((size_t) r != sizeof *out) {
-            errno = EPROTO;
-            return -1;
-        }
-        return 1;
-    }
 }

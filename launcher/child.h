@@ -14,40 +14,9 @@
 #include <sys/types.h>
 
 #include "isolate/sandbox_limits.h"
+#include "isolate/childstep.h"
 #include "launcher/flags.h"
 
-/* Setup steps, in the order they run; each has a name and a hint. */
-typedef enum {
-    CB_STEP_NONE = 0,
-    CB_STEP_CLONE,     /* clone(CLONE_NEW*) */
-    CB_STEP_IDMAP,     /* uid_map/gid_map */
-    CB_STEP_SYNC,      /* waiting for the parent */
-    CB_STEP_CGROUP_NS, /* unshare(CLONE_NEWCGROUP) */
-    CB_STEP_HOSTNAME,  /* sethostname */
-    CB_STEP_NET,       /* loopback up */
-    CB_STEP_MOUNT,     /* building the root */
-    CB_STEP_PROC,      /* mounting /proc */
-    CB_STEP_PIVOT,     /* pivot_root */
-    CB_STEP_WORKDIR,   /* sending the workdir fd */
-    CB_STEP_FORK,      /* init forking the runner */
-    CB_STEP_SETSID,    /* setsid */
-    CB_STEP_CHDIR,     /* chdir to the workdir */
-    CB_STEP_RLIMIT,    /* setrlimit */
-    CB_STEP_CAPS,      /* dropping capabilities / ids */
-    CB_STEP_NNP,       /* no_new_privs */
-    CB_STEP_LANDLOCK,  /* landlock_restrict_self */
-    CB_STEP_FDS,       /* close_range */
-    CB_STEP_SECCOMP,   /* loading the filter */
-    CB_STEP_EXEC,      /* execve */
-    CB_STEP_TIER,      /* starting the isolation tier (launcher/tier.h) */
-    CB_STEP_COUNT
-} cb_step_t;
-
-typedef struct {
-    int step; /* cb_step_t */
-    int err;  /* errno at the failing call */
-    int arg;  /* index into the mount plan etc., -1 if none */
-} cb_child_err_t;
 
 typedef struct {
     char env_buf[CB_ENV_MAX][CB_ENV_ENTRY_MAX];      /* "NAME=value" strings */
@@ -74,17 +43,11 @@ int cb_exec_plan_init(cb_exec_plan_t *plan, const char *python, const char *runn
  * exactly this plan's.  Call after every other step that adds entries.
  * 0 ok, -1 errno (E2BIG: too many entries). */
 int cb_exec_plan_env(cb_exec_plan_t *plan, const char *const *env, size_t n, pid_t parent);
+/* Reads /proc/PID/environ into a new NUL-terminated buffer (at most
+ * CB_ENV_PARENT_MAX bytes; free it).  NULL with errno on failure. */
+char *cb_env_read(pid_t pid, size_t *len);
+/* The value of NAME (n bytes) in such a block, or NULL. */
+const char *cb_env_lookup(const char *blk, size_t len, const char *name, size_t n);
 /* Name of a step, and what the user can do about a failure in it. */
 const char *cb_step_name(int step);
-/* Async-signal-safe: unblock all signals, default dispositions. */
-void cb_child_reset_signals(void);
-/* Async-signal-safe: report (step, errno, arg) on errfd and _exit(127). */
-__attribute__((noreturn)) void cb_child_fail(int errfd, cb_step_t step, int arg);
-/* Async-signal-safe: mark every fd >= 4 close-on-exec, clear it on 0..3.
- * 0 ok, -1 errno. */
-int cb_child_prepare_fds(void);
-/* Reads one cb_child_err_t from fd.  1 got one, 0 EOF (exec happened),
- * -1 errno. */
-int cb_child_read_err(int fd, cb_child_err_t *out);
-
 #endif

@@ -1,5 +1,6 @@
 /*
- * flags.c - the flag table and its parser (see flags.h).
+ * flags.c - the flag table and its parser (see flags.h); the --help text
+ * and the forwarded argv are read out of it by flags_usage.c.
  *
  * Every bound below is a named constant of sandbox_limits.h or limits.h; a
  * row is the only place where a flag's name, kind, bounds, default and help
@@ -12,8 +13,10 @@
 #include "isolate/cb_limits.h"
 #include "isolate/idpool.h"
 #include "isolate/sandbox_limits.h"
+#include "isolate/snap_limits.h"
 #include "launcher/netproxy_limits.h"
 #include "launcher/netrules.h"
+#include "launcher/netsecrets.h"
 
 #include <errno.h>
 #include <math.h>
@@ -74,6 +77,14 @@ static int s_check_ro_bind(const char *v, char *err, size_t len) {
     return 0;
 }
 
+/* --resume: an image id (32 lowercase hex digits) or an absolute directory. */
+static int s_check_image(const char *v, char *err, size_t len) {
+    size_t n = strlen(v), hex = strspn(v, "0123456789abcdef");
+    if ((n == 32 && hex == 32) || (v[0] == '/' && s_abs_clean(v))) return 0;
+    return s_fail(err, len, "'%.64s' is neither an image id (32 hex digits) nor an absolute path",
+                  v);
+}
+
 static int s_check_uid_range(const char *v, char *err, size_t len) {
     unsigned long first, count;
     return cb_idpool_parse_range(v, &first, &count, err, len);
@@ -98,6 +109,11 @@ static int s_check_network(const char *v, char *err, size_t len) {
     static cb_netrules_t scratch; /* large: off the stack */
     cb_netrules_init(&scratch);
     return cb_netrules_parse(&scratch, v + 6, err, len);
+}
+
+static int s_check_secret(const char *v, char *err, size_t len) {
+    cb_secret_spec_t sp;
+    return cb_secret_spec_parse(v, &sp, err, len);
 }
 
 static int s_check_pin(const char *v, char *err, size_t len) {
@@ -239,7 +255,7 @@ static const cb_flag_t s_table[] = {
     {"network", CB_FK_TEXT, S_NO, "", "none", NULL, "none|host|allow:HOST[:PORT],...", "sandbox",
      "'none': loopback only; 'host': the host's network; 'allow:': loopback plus an HTTP(S) "
      "proxy outside that reaches only these hosts (no port: 80 and 443; *.example.com: the "
-     "names below it)",
+     "names below it; 127.0.0.1:PORT or localhost:PORT: that port of the host's loopback)",
      S_L, S_OFF(network), 0, s_check_network},
     {"network-resolve", CB_FK_TEXT, S_NO, "", NULL, NULL, "NAME=ADDR", "sandbox",
      "with allow: the proxy resolves NAME to ADDR, no DNS (repeatable)", S_L | CB_FLAG_REPEAT,
@@ -252,6 +268,15 @@ static const cb_flag_t s_table[] = {
      S_STR(CB_PROXY_DEFAULT_MAX_MB), NULL, "SIZE", "sandbox",
      "with allow: bytes the proxy relays per session, both directions", S_L, S_OFF(network_max_mb),
      0, NULL},
+    {"secret", CB_FK_TEXT, S_NO, "", NULL, NULL, "NAME@HOST[,HOST...]", "sandbox",
+     "with allow: the proxy puts the value of the kernel's variable NAME into request headers "
+     "to these hosts (TLS to them ends at the proxy); inside, NAME holds a placeholder "
+     "(repeatable)",
+     S_L | CB_FLAG_REPEAT, S_OFF(secret), S_OFF(n_secret), s_check_secret},
+    {"network-upstream-ca", CB_FK_PATH, S_NO, "", NULL, NULL, "FILE", "sandbox",
+     "with --secret: the CAs (PEM) the proxy checks those hosts' servers against, instead of "
+     "the host's trust store; only its certificates reach the sandbox's bundle",
+     S_L, S_OFF(network_upstream_ca), 0, NULL},
     {"uid", CB_FK_INT, 1, S_NUM(CB_OPT_MAX_ID), "", NULL, NULL, "N", "sandbox",
      "id the code runs as inside the sandbox; " S_STR(CB_SANDBOX_UID) " when not given", S_L,
      S_OFF(uid),
@@ -268,6 +293,9 @@ static const cb_flag_t s_table[] = {
     {"require-limits", CB_FK_BOOL, S_NO, "", NULL, NULL, NULL, "sandbox",
      "fail instead of falling back to rlimits without cgroups", S_L, S_OFF(require_limits), 0,
      NULL},
+    {"no-clone-into-cgroup", CB_FK_BOOL, S_NO, "", NULL, NULL, NULL, "sandbox",
+     "cgroup v2: move the sandbox into its cgroup after clone, not by clone3(CLONE_INTO_CGROUP) "
+     "(for comparisons)", S_L, S_OFF(no_clone_into_cgroup), 0, NULL},
     {"runner", CB_FK_PATH, S_NO, "", NULL, NULL, "PATH", "kernel",
      "runner.py to start in the sandbox (default: the installed one)", S_L | S_K | CB_FLAG_NOFWD,
      S_OFF(runner), 0, NULL},
@@ -291,8 +319,14 @@ static const cb_flag_t s_table[] = {
      S_STR(CB_DEFAULT_ARTIFACT_FILES), NULL, "N", "outputs", "files per cell", S_K,
      S_OFF(artifact_max_files), 0, NULL},
     {"preload", CB_FK_TEXT, S_NO, "", NULL, NULL, "MODULES", "outputs",
-     "comma-separated modules imported while the sandbox is idle", S_K, S_OFF(preload), 0,
-     s_check_preload},
+     "comma-separated modules imported while the sandbox is idle (by its template, with "
+     "--warm)",
+     S_L | S_K, S_OFF(preload), 0, s_check_preload},
+    {"warm", CB_FK_CHOICE, S_NO, "", "auto", "auto|off|wait", "MODE", "sandbox",
+     "start the runner as a fork of a template that has imported IPython and --preload "
+     "(docs/ARCHITECTURE.md): 'auto' when there is one (and start one when not), 'wait' for "
+     "it, 'off' never",
+     S_L, S_OFF(warm), 0, NULL},
     {"workdir-source", CB_FK_TEXT, S_NO, "", NULL, NULL, "DIR|cwd", "sandbox",
      "the working dir is an overlay of this host folder ('cwd': the kernel's): reads see "
      "its files but dotfiles, writes stay in the sandbox",
@@ -301,6 +335,18 @@ static const cb_flag_t s_table[] = {
      "set a variable in the sandbox; NAME alone: its value in the kernel's environment at "
      "start (repeatable)",
      S_L | CB_FLAG_REPEAT, S_OFF(env), S_OFF(n_env), cb_flags_env_check},
+    /* snapshots (docs/SNAPSHOTS.md) */
+    {"resume", CB_FK_TEXT, S_NO, "", NULL, NULL, "IMAGE", "snapshots",
+     "start from a paused session's image: its id (Sandbox.pause(), cellblock_pause_request) "
+     "or its directory; --isolation gvisor",
+     S_K, S_OFF(resume), 0, s_check_image},
+    {"image-dir", CB_FK_PATH, S_NO, "", NULL, NULL, "DIR", "snapshots",
+     "where paused sessions' images are kept (default: " CB_IMAGE_DIR_ROOT " as root, else "
+     "~/" CB_IMAGE_DIR_USER ")",
+     S_K, S_OFF(image_dir), 0, NULL},
+    {"resume-image", CB_FK_PATH, S_NO, "", NULL, NULL, "DIR", "snapshots",
+     "restore the sandbox from this image (given by the kernel once it has verified it)",
+     S_L | CB_FLAG_NOFWD, S_OFF(resume_image), 0, NULL},
 };
 
 const cb_flag_t *cb_flags_table(size_t *n) {
@@ -473,6 +519,16 @@ int cb_flags_check_network(const cb_config_t *c, char *err, size_t len) {
                       "allowlist to enforce)");
     if (c->n_network_resolve > 0 && !allow)
         return s_fail(err, len, "--network-resolve needs --network allow:...");
+    if (c->network_upstream_ca != NULL && c->n_secret == 0)
+        return s_fail(err, len,
+                      "--network-upstream-ca is for the hosts of a --secret (the proxy reads "
+                      "no other TLS)");
+    if (cb_secret_specs_check(allow ? c->network + 6 : NULL, c->secret, c->n_secret, c->env,
+                              c->n_env, err, len) < 0)
+        return -1;
+    if (c->network_upstream_ca != NULL &&
+        cb_netsecrets_ca_check(c->network_upstream_ca, err, len) < 0)
+        return -1;
     if (c->workdir_source != NULL && strcmp(c->sandbox, "none") == 0)
         return s_fail(err, len,
                       "--workdir-source needs --sandbox full (without a sandbox nothing would "
@@ -493,130 +549,4 @@ int cb_flags_check_isolation(const cb_config_t *c, char *err, size_t len) {
         return s_fail(err, len, "--isolation %s does not take --workdir-source (yet)",
                       c->isolation);
     return 0;
-}
-
-#define S_USAGE_LHS   28 /* width of the flag column */
-#define S_USAGE_WIDTH 100 /* wrap help text here */
-#define S_USAGE_TEXT  1024 /* bytes of one flag's help with its default and bounds */
-
-/* One bound of a numeric flag: integers without exponent, floats short. */
-static void s_bound(char *buf, size_t len, const cb_flag_t *f, double v) {
-    if (f->kind == CB_FK_FLOAT)
-        snprintf(buf, len, "%g", v);
-    else
-        snprintf(buf, len, "%.0f", v);
-}
-
-/* Writes text after an indent of `col` columns, wrapped at S_USAGE_WIDTH. */
-static void s_wrapped(FILE *out, const char *text, size_t col) {
-    size_t at = col;
-    for (const char *w = text; *w;) {
-        size_t n = strcspn(w, " ");
-        if (at > col && at + 1 + n > S_USAGE_WIDTH) {
-            fprintf(out, "\n%*s", (int) col, "");
-            at = col;
-        } else if (at > col) {
-            fputc(' ', out);
-            at++;
-        }
-        fprintf(out, "%.*s", (int) n, w);
-        at += n;
-        w += n;
-        w += strspn(w, " ");
-    }
-    fputc('\n', out);
-}
-
-void cb_flags_usage(FILE *out, unsigned who) {
-    static const char *const groups[] = {"kernel", "sandbox", "limits", "outputs"};
-    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
-        bool first = true;
-        for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++) {
-            const cb_flag_t *f = &s_table[i];
-            if (!(f->who & who) || strcmp(f->group, groups[g]) != 0) continue;
-            if (first) fprintf(out, "\n%s:\n", groups[g]);
-            first = false;
-            char lhs[CB_FLAG_ERR_MAX], text[S_USAGE_TEXT], lo[CB_FLAG_NUM_MAX], hi[CB_FLAG_NUM_MAX];
-            if (f->kind == CB_FK_BOOL)
-                snprintf(lhs, sizeof lhs, "--%s", f->name);
-            else if (f->kind == CB_FK_CHOICE)
-                snprintf(lhs, sizeof lhs, "--%s %s", f->name, f->choices);
-            else
-                snprintf(lhs, sizeof lhs, "--%s %s", f->name, f->metavar);
-            int n = snprintf(text, sizeof text, "%s", f->help);
-            const char *sep = " (";
-            if (f->def != NULL && n > 0 && (size_t) n < sizeof text) {
-                n += snprintf(text + n, sizeof text - (size_t) n, "%sdefault %s%s%s", sep, f->def,
-                              f->unit[0] ? " " : "", f->unit);
-                sep = "; ";
-            }
-            bool numeric = f->kind == CB_FK_INT || f->kind == CB_FK_SIZE_MB || f->kind == CB_FK_FLOAT;
-            if (numeric && n > 0 && (size_t) n < sizeof text) {
-                s_bound(lo, sizeof lo, f, f->min);
-                s_bound(hi, sizeof hi, f, f->max);
-                n += snprintf(text + n, sizeof text - (size_t) n, "%s%s..%s%s%s", sep, lo, hi,
-                              f->unit[0] ? " " : "", f->unit);
-                sep = "; ";
-            }
-            if (sep[0] == ';' && n > 0 && (size_t) n < sizeof text)
-                snprintf(text + n, sizeof text - (size_t) n, ")");
-            /* a long flag (its choices) gets its own line */
-            if (strlen(lhs) > S_USAGE_LHS)
-                fprintf(out, "  %s\n%*s", lhs, S_USAGE_LHS + 3, "");
-            else
-                fprintf(out, "  %-*s ", S_USAGE_LHS, lhs);
-            s_wrapped(out, text, S_USAGE_LHS + 3);
-        }
-    }
-}
-
-/* Adds "--name" and, unless NULL, its value to out. */
-static int s_emit(const cb_flag_t *f, const char *val, const char **out, size_t max, size_t *n,
-                  cb_flag_num_t *store, size_t store_n, size_t *s) {
-    if (*n + (val ? 2 : 1) > max || *s >= store_n) return -1;
-    snprintf(store[*s], CB_FLAG_NUM_MAX, "--%s", f->name);
-    out[(*n)++] = store[(*s)++];
-    if (val) out[(*n)++] = val;
-    return 0;
-}
-
-int cb_flags_forward(const cb_config_t *c, const char **out, size_t max, cb_flag_num_t *store,
-                     size_t store_n) {
-    size_t n = 0, s = 0;
-    for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++) {
-        const cb_flag_t *f = &s_table[i];
-        if (!(f->who & CB_FLAG_LAUNCHER) || (f->who & CB_FLAG_NOFWD)) continue;
-        const char *p = (const char *) c + f->off;
-        int rc = 0;
-        switch (f->kind) {
-        case CB_FK_BOOL:
-            if (*(const bool *) p) rc = s_emit(f, NULL, out, max, &n, store, store_n, &s);
-            break;
-        case CB_FK_INT:
-        case CB_FK_SIZE_MB:
-            if (*(const long *) p == 0 && f->def == NULL) break; /* unset: launcher's default */
-            if (s + 1 >= store_n) return -1;
-            snprintf(store[s + 1], CB_FLAG_NUM_MAX, "%ld", *(const long *) p);
-            rc = s_emit(f, store[s + 1], out, max, &n, store, store_n, &s);
-            s++;
-            break;
-        case CB_FK_FLOAT:
-            if (s + 1 >= store_n) return -1;
-            snprintf(store[s + 1], CB_FLAG_NUM_MAX, "%.6g", *(const double *) p);
-            rc = s_emit(f, store[s + 1], out, max, &n, store, store_n, &s);
-            s++;
-            break;
-        default:
-            if (f->who & CB_FLAG_REPEAT) {
-                size_t cnt = *(const size_t *) ((const char *) c + f->count_off);
-                for (size_t k = 0; k < cnt && rc == 0; k++)
-                    rc = s_emit(f, ((const char *const *) p)[k], out, max, &n, store, store_n, &s);
-            } else if (*(const char *const *) p != NULL) {
-                rc = s_emit(f, *(const char *const *) p, out, max, &n, store, store_n, &s);
-            }
-            break;
-        }
-        if (rc < 0) return -1;
-    }
-    return (int) n;
 }

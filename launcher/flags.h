@@ -57,6 +57,7 @@ typedef struct {
     const char *ro_bind[CB_FLAG_REPEAT_MAX]; /* HOST:SANDBOX values */
     size_t n_ro_bind;                        /* used entries of ro_bind */
     bool require_limits;                     /* --require-limits */
+    bool no_clone_into_cgroup;               /* --no-clone-into-cgroup */
     const char *log_level;                   /* debug | info | warning | error | critical */
     const char *python;                      /* sandboxed interpreter */
     const char *runner;                      /* runner.py on the host (NULL = installed one) */
@@ -69,18 +70,27 @@ typedef struct {
     long artifact_max_file_mb;   /* per file */
     long artifact_max_cell_mb;   /* per cell */
     long artifact_max_files;     /* per cell */
-    const char *preload;         /* comma-separated modules, or NULL */
+    const char *preload;         /* comma-separated modules, or NULL (also the launcher's) */
+    const char *warm;            /* auto | off | wait: a template's fork (launcher/warm.h) */
 
     /* --network allow: the egress proxy (launcher/netproxy.c) */
     const char *network_resolve[CB_FLAG_REPEAT_MAX]; /* NAME=ADDR pins */
     size_t n_network_resolve;                        /* used entries */
     long network_max_conns;                          /* concurrent connections */
     long network_max_mb;                             /* bytes relayed per session, MiB */
+    const char *secret[CB_FLAG_REPEAT_MAX];          /* NAME@HOST[,HOST...] (issue 22) */
+    size_t n_secret;                                 /* used entries */
+    const char *network_upstream_ca;                 /* CAs the proxy checks upstreams with */
 
     /* notebook folders and environment (issue 11) */
     const char *workdir_source;          /* DIR or "cwd": host dir overlaid on the home, or NULL */
     const char *env[CB_FLAG_REPEAT_MAX]; /* NAME or NAME=VALUE, checked by cb_flags_env_check */
     size_t n_env;                        /* used entries of env */
+
+    /* snapshots (issue 20, docs/SNAPSHOTS.md) */
+    const char *resume;       /* kernel: a paused session's image (id or directory), or NULL */
+    const char *image_dir;    /* kernel: where images are kept (NULL = the default) */
+    const char *resume_image; /* launcher: the verified image directory to restore, or NULL */
 } cb_config_t;
 
 typedef struct {

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,14 +28,18 @@
 #include "launcher/child.h"
 #include "isolate/log.h"
 #include "launcher/netproxy.h"
+#include "launcher/netproxy_limits.h"
 #include "launcher/options.h"
 #include "launcher/report.h"
 #include "launcher/sandbox.h"
+#include "launcher/snapimage.h"
 #include "isolate/sandbox_limits.h"
 #include "isolate/util.h"
 #include "launcher/workdir.h"
 
 #define EXIT_USAGE 2 /* bad command line */
+/* one command datagram from the kernel: the longest is a network policy */
+#define S_COMMAND_MAX (CB_PROXY_SPEC_MAX + 64)
 #define EXIT_FATAL 3 /* sandbox could not be set up (contract) */
 
 typedef struct {
@@ -48,6 +53,7 @@ typedef struct {
     bool terminating;          /* SIGTERM/SIGHUP seen */
     char workdir[CB_PATH_MAX]; /* none mode: host workdir, "" if none */
     cb_netproxy_t *np;         /* --network allow: the egress proxy, else NULL */
+    bool commands_closed;      /* the kernel's end of fd 4 is gone: stop polling it */
 } s_launcher_t;
 
 static void s_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -69,6 +75,9 @@ static int s_spawn_none(s_launcher_t *L) {
         s_fatal("cannot create a working directory under /tmp: %s", strerror(errno));
         return -1;
     }
+    (void) cb_report("isolation NO SANDBOX (--sandbox none): user code runs unconfined; "
+                     "working directory %s",
+                     L->workdir);
     {
         cb_autofd int wfd = open(L->workdir, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (wfd < 0 || cb_report_fd("workdir", wfd) < 0) {
@@ -174,14 +183,40 @@ static void s_on_signal(s_launcher_t *L) {
     }
 }
 
+/* A command from the kernel on fd 4 (one datagram each): `snap CMD` goes to
+ * the sandbox's checkpoint agent (docs/SNAPSHOTS.md), `net SEQ ...` to the
+ * egress proxy (netctl.c); nothing else is a command. */
+static void s_on_command(s_launcher_t *L) {
+    char line[S_COMMAND_MAX];
+    int fd = -1;
+    int r = cb_sandbox_snap_recv(CB_FD_REPORT, line, sizeof line, &fd);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (r <= 0) {
+        L->commands_closed = true;
+        return;
+    }
+    if (strncmp(line, "net ", 4) == 0) {
+        cb_netproxy_kernel_line(L->np, line, (size_t) r);
+    } else if (strncmp(line, "snap ", 5) != 0) {
+        LOG_W("unknown command from the kernel: dropped");
+    } else if (L->sb == NULL) {
+        (void) cb_report("snap unavailable --sandbox none has no trusted init to keep checkpoints");
+    } else if (cb_snapimage_command(L->sb, line + 5, fd) < 0) {
+        (void) cb_report("snap fail 0 the sandbox's init did not take the command: %s",
+                         strerror(errno));
+    }
+    if (fd >= 0) close(fd);
+}
+
 static int s_supervise(s_launcher_t *L) {
     while (!L->child_done) {
-        struct pollfd pf[3] = {
+        struct pollfd pf[4] = {
             {.fd = L->sfd, .events = POLLIN},
             {.fd = L->pump_fd, .events = POLLIN},
             {.fd = L->sb != NULL ? cb_sandbox_poll_fd(L->sb) : -1, .events = POLLIN},
+            {.fd = L->commands_closed ? -1 : CB_FD_REPORT, .events = POLLIN},
         };
-        if (poll(pf, 3, -1) < 0) {
+        if (poll(pf, 4, -1) < 0) {
             if (errno == EINTR) continue;
             PLOG_E("poll");
             s_kill_all(L);
@@ -191,6 +226,7 @@ static int s_supervise(s_launcher_t *L) {
         }
         if (pf[1].revents) cb_report_pump();
         if (pf[2].revents) cb_sandbox_on_ready(L->sb);
+        if (pf[3].revents) s_on_command(L);
         if (pf[0].revents) s_on_signal(L);
         s_reap(L);
     }
@@ -214,6 +250,25 @@ static void s_report_exit(s_launcher_t *L) {
         cb_report_pump();
         (void) cb_report("exit code=%d oom=%d%s", code, oom ? 1 : 0, extra);
     }
+}
+
+/* fd 5: the debugger's channel (docs/RUNNER_PROTOCOL.md section 4), a
+ * socket the kernel passes on to the runner as its fd 4.  Without one the
+ * slot is held by /dev/null, so that no fd the launcher opens later lands
+ * there and is taken for it.  Close-on-exec here: only the runner gets it
+ * (cb_child_prepare_fds). */
+static bool s_debug_channel(void) {
+    struct stat st;
+    if (fstat(CB_FD_LAUNCHER_DEBUG, &st) == 0) {
+        (void) fcntl(CB_FD_LAUNCHER_DEBUG, F_SETFD, FD_CLOEXEC);
+        return S_ISSOCK(st.st_mode);
+    }
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fd != CB_FD_LAUNCHER_DEBUG) {
+        (void) dup3(fd, CB_FD_LAUNCHER_DEBUG, O_CLOEXEC);
+        close(fd);
+    }
+    return false;
 }
 
 static int s_check_fds(void) {
@@ -242,6 +297,7 @@ int main(int argc, char **argv) {
 
     static s_launcher_t L;
     L.sfd = L.pump_fd = -1;
+    bool debug_channel = s_debug_channel(); /* before any fd of ours is opened */
     char err[CB_REPORT_LINE_MAX / 2];
     int prc = cb_options_parse(argc, argv, &L.opts, err, sizeof err);
     if (prc == 0 && L.opts.help) {
@@ -265,6 +321,7 @@ int main(int argc, char **argv) {
         return EXIT_FATAL; /* the contract: a fatal report means exit 3 */
     }
     cb_log_threshold = L.opts.log_level;
+    L.opts.debug_channel = debug_channel;
 
     if ((L.sfd = cb_signalfd_supervision()) < 0) {
         s_fatal("signalfd: %s", strerror(errno));
@@ -275,7 +332,6 @@ int main(int argc, char **argv) {
     if (L.opts.sandbox == CB_SANDBOX_NONE) {
         LOG_W("--sandbox none: user code runs UNCONFINED, with the kernel's user and files");
         cb_report_pump();
-        (void) cb_report("isolation NO SANDBOX (--sandbox none): user code runs unconfined");
         rc = s_spawn_none(&L);
     } else {
         L.sb = cb_sandbox_new(&L.opts);
@@ -291,6 +347,21 @@ int main(int argc, char **argv) {
             cb_sandbox_set_netproxy(L.sb, L.np);
         }
         rc = L.sb == NULL ? -1 : cb_sandbox_start(L.sb, &L.child);
+        if (rc < 0 && cb_sandbox_warm_failed(L.sb)) {
+            /* issue 21: a warm start that fails is a cold start, never an error */
+            char why[CB_REPORT_LINE_MAX];
+            cb_sandbox_error(L.sb, why, sizeof why);
+            LOG_W("%s; starting cold", why);
+            s_kill_all(&L);
+            if (L.child > 0) (void) waitpid(L.child, NULL, 0);
+            L.child = -1;
+            cb_sandbox_after_start(L.sb); /* retires a template that failed */
+            cb_sandbox_destroy(&L.sb);
+            L.opts.warm = CB_WARM_OFF;
+            L.sb = cb_sandbox_new(&L.opts);
+            if (L.sb != NULL) cb_sandbox_set_netproxy(L.sb, L.np);
+            rc = L.sb == NULL ? -1 : cb_sandbox_start(L.sb, &L.child);
+        }
         if (rc < 0) {
             char why[CB_REPORT_LINE_MAX];
             cb_sandbox_error(L.sb, why, sizeof why);
@@ -305,6 +376,7 @@ int main(int argc, char **argv) {
         /* groups left by killed kernels and launchers, once the runner is
          * on its way (off the start-up path) */
         if (L.sb != NULL) (void) cb_cgroup_sweep();
+        cb_sandbox_after_start(L.sb); /* --warm auto: a template for the next start */
         s_supervise(&L);
         s_kill_all(&L); /* leftovers: background processes of the runner */
         s_report_exit(&L);

@@ -164,6 +164,83 @@ static int s_add_rule(cb_netrules_t *r, const char *e, size_t len, char *why, si
     return 0;
 }
 
+/* The loopback pairs of one rule into out[0..3]: how many. */
+static size_t s_rule_loopback(const cb_netrule_t *ru, cb_lofwd_t out[4]) {
+    cb_ipaddr_t ips[2];
+    size_t n_ip = 0;
+    if (ru->is_ip) {
+        static const unsigned char v6_lo[16] = {[15] = 1};
+        if ((ru->ip.family == AF_INET && ru->ip.a[0] == 127) ||
+            (ru->ip.family == AF_INET6 && memcmp(ru->ip.a, v6_lo, 16) == 0))
+            ips[n_ip++] = ru->ip; /* not ::ffff:127.x: the sandbox cannot listen there */
+    } else if (!ru->wildcard && strcmp(ru->host, "localhost") == 0) {
+        memset(ips, 0, sizeof ips);
+        ips[0].family = AF_INET;
+        ips[0].a[0] = 127;
+        ips[0].a[3] = 1;
+        ips[1].family = AF_INET6;
+        ips[1].a[15] = 1;
+        n_ip = 2;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < n_ip; i++) {
+        if (ru->port != 0) {
+            out[n++] = (cb_lofwd_t){.ip = ips[i], .port = ru->port};
+        } else {
+            out[n++] = (cb_lofwd_t){.ip = ips[i], .port = 80};
+            out[n++] = (cb_lofwd_t){.ip = ips[i], .port = 443};
+        }
+    }
+    return n;
+}
+
+size_t cb_netrules_loopback(const cb_netrules_t *r, cb_lofwd_t *out, size_t max) {
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_rules; i++) {
+        cb_lofwd_t one[4];
+        size_t k = s_rule_loopback(&r->rules[i], one);
+        for (size_t j = 0; j < k; j++) {
+            bool dup = false;
+            for (size_t m = 0; m < n && !dup; m++)
+                dup = out[m].port == one[j].port && cb_ipaddr_equal(&out[m].ip, &one[j].ip);
+            if (dup) continue;
+            if (n == max) return n + 1; /* more than fit: the caller refuses */
+            out[n++] = one[j];
+        }
+    }
+    return n;
+}
+
+int cb_netrules_match_loopback(const cb_netrules_t *r, const cb_ipaddr_t *ip, uint16_t port) {
+    for (size_t i = 0; i < r->n_rules; i++) {
+        cb_lofwd_t one[4];
+        size_t k = s_rule_loopback(&r->rules[i], one);
+        for (size_t j = 0; j < k; j++)
+            if (one[j].port == port && cb_ipaddr_equal(&one[j].ip, ip)) return (int) i;
+    }
+    return -1;
+}
+
+/* What the loopback pairs of all the rules must satisfy. */
+static int s_check_loopback(const cb_netrules_t *r, char *why, size_t why_len) {
+    cb_lofwd_t fwd[CB_PROXY_FORWARDS_MAX];
+    size_t n = cb_netrules_loopback(r, fwd, CB_PROXY_FORWARDS_MAX);
+    if (n > CB_PROXY_FORWARDS_MAX)
+        return s_fail(why, why_len,
+                      "more than %d loopback address:port pairs (each is a listener in the "
+                      "sandbox); name the host's loopback instead: --network-resolve "
+                      "NAME=127.0.0.1 with allow:NAME:PORT",
+                      CB_PROXY_FORWARDS_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (fwd[i].port == CB_PROXY_PORT)
+            return s_fail(why, why_len,
+                          "port %d of the sandbox's loopback is the egress proxy's own; name the "
+                          "host's loopback instead: --network-resolve NAME=127.0.0.1 with "
+                          "allow:NAME:%d",
+                          CB_PROXY_PORT, CB_PROXY_PORT);
+    return 0;
+}
+
 int cb_netrules_parse(cb_netrules_t *r, const char *spec, char *why, size_t why_len) {
     size_t total = strlen(spec);
     if (total == 0) return s_fail(why, why_len, "the allowlist is empty (allow:HOST[:PORT],...)");
@@ -178,7 +255,7 @@ int cb_netrules_parse(cb_netrules_t *r, const char *spec, char *why, size_t why_
         if (comma == NULL) break;
         s = comma + 1;
     }
-    return 0;
+    return s_check_loopback(r, why, why_len);
 }
 
 int cb_netrules_add_pin(cb_netrules_t *r, const char *arg, char *why, size_t why_len) {

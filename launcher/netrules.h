@@ -10,7 +10,11 @@
  *     not example.com itself;
  *   - an IP literal matches only a rule with the same address (IPv6 in
  *     brackets: "[2001:db8::1]:443");
- *   - a rule without a port allows 80 and 443.
+ *   - a rule without a port allows 80 and 443;
+ *   - a loopback address (127.0.0.0/8, [::1], "localhost") is reached
+ *     from inside at that same address: the proxy listens there in the
+ *     sandbox and forwards to the host's (cb_netrules_loopback), so
+ *     clients that bypass the proxy for loopback (NO_PROXY) still work.
  */
 #ifndef CB_LAUNCHER_NETRULES_H
 #define CB_LAUNCHER_NETRULES_H
@@ -40,6 +44,14 @@ typedef struct {
     cb_ipaddr_t ip;                   /* what it resolves to */
 } cb_pin_t;
 
+/* A loopback address and port the sandbox reaches through the proxy: the
+ * sandbox's init listens on it inside (its own loopback), the proxy
+ * connects to the same address and port on the host's. */
+typedef struct {
+    cb_ipaddr_t ip; /* 127.x.y.z or ::1 */
+    uint16_t port;  /* the port */
+} cb_lofwd_t;
+
 typedef struct {
     cb_netrule_t rules[CB_PROXY_RULES_MAX]; /* in the order given */
     size_t n_rules;                         /* used entries */
@@ -62,6 +74,12 @@ int cb_netrules_norm_host(const char *host, size_t len, char *out, size_t out_le
 /* The first rule allowing (normalised host, port), or -1. */
 int cb_netrules_match(const cb_netrules_t *r, const char *host, bool is_ip, const cb_ipaddr_t *ip,
                       uint16_t port);
+/* The loopback pairs the rules name (IP rules in 127.0.0.0/8 or [::1], and
+ * "localhost" for both 127.0.0.1 and ::1; a rule without a port gives 80
+ * and 443), without duplicates, into out (at most max): how many. */
+size_t cb_netrules_loopback(const cb_netrules_t *r, cb_lofwd_t *out, size_t max);
+/* The first rule naming the loopback pair (ip, port), or -1. */
+int cb_netrules_match_loopback(const cb_netrules_t *r, const cb_ipaddr_t *ip, uint16_t port);
 /* Pinned addresses of host into out (at most max); returns how many. */
 size_t cb_netrules_pins(const cb_netrules_t *r, const char *host, cb_ipaddr_t *out, size_t max);
 /* Writes rule i as the operator would write it ("*.a.org:8443", "[::1]:80"). */

@@ -58,6 +58,7 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
     if (cb_idpool_parse_range(c.uid_range, &o->uid_first, &o->uid_count, err, err_len) < 0)
         return -1;
     o->require_limits = c.require_limits;
+    o->no_clone_into_cgroup = c.no_clone_into_cgroup;
     (void) cb_log_parse_level(c.log_level, &o->log_level); /* checked by the table */
     o->python = c.python;
     o->runner = c.runner;
@@ -72,10 +73,19 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
     o->n_network_resolve = c.n_network_resolve;
     o->network_max_conns = c.network_max_conns;
     o->network_max_mb = c.network_max_mb;
+    for (size_t i = 0; i < c.n_secret; i++)
+        o->secret[i] = c.secret[i];
+    o->n_secret = c.n_secret;
+    o->network_upstream_ca = c.network_upstream_ca;
     o->workdir_source = c.workdir_source;
     for (size_t i = 0; i < c.n_env; i++)
         o->env[i] = c.env[i];
     o->n_env = c.n_env;
+    o->warm = strcmp(c.warm, "off") == 0    ? CB_WARM_OFF
+              : strcmp(c.warm, "wait") == 0 ? CB_WARM_WAIT
+                                            : CB_WARM_AUTO;
+    o->preload = c.preload;
+    o->resume_image = c.resume_image;
     char why[CB_FLAG_ERR_MAX];
     if (cb_flags_check_network(&c, why, sizeof why) < 0 ||
         cb_flags_check_isolation(&c, why, sizeof why) < 0)

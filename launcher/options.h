@@ -27,6 +27,13 @@ typedef enum {
     CB_ISOLATION_MICROVM = 2,    /* a guest kernel in a QEMU micro-VM inside those namespaces */
 } cb_isolation_t;
 
+/* --warm: whether the runner starts as a template's fork (launcher/warm.h) */
+typedef enum {
+    CB_WARM_AUTO = 0, /* when a template is there; start one when not (default) */
+    CB_WARM_OFF = 1,  /* always cold */
+    CB_WARM_WAIT = 2, /* start the template if need be and wait for it */
+} cb_warm_mode_t;
+
 typedef struct {
     const char *host;    /* absolute host path (argv memory, borrowed) */
     const char *sandbox; /* absolute path inside the sandbox (borrowed) */
@@ -47,6 +54,7 @@ typedef struct {
     unsigned long uid_first;                   /* --uid-range FIRST: host ids, one per sandbox */
     unsigned long uid_count;                   /* --uid-range :COUNT */
     bool require_limits;                       /* --require-limits */
+    bool no_clone_into_cgroup;                 /* --no-clone-into-cgroup */
     cb_log_level_t log_level;                  /* --log-level */
     const char *python;                        /* --python (borrowed from argv) */
     const char *runner;                        /* --runner (borrowed from argv) */
@@ -60,11 +68,23 @@ typedef struct {
     size_t n_network_resolve;                        /* used entries */
     long network_max_conns;                          /* --network-max-conns */
     long network_max_mb;                             /* --network-max-bytes, MiB */
+    const char *secret[CB_FLAG_REPEAT_MAX];          /* --secret NAME@HOST,... (argv, checked) */
+    size_t n_secret;                                 /* used entries */
+    const char *network_upstream_ca;                 /* --network-upstream-ca FILE, or NULL */
 
     /* issue 11: notebook folders and environment */
     const char *workdir_source;          /* --workdir-source DIR or "cwd" (argv), else NULL */
     const char *env[CB_FLAG_REPEAT_MAX]; /* --env NAME or NAME=VALUE (argv, checked) */
     size_t n_env;                        /* used entries of env */
+
+    /* issue 21: warm start */
+    cb_warm_mode_t warm;  /* --warm */
+    const char *preload;  /* --preload (argv), NULL = none: what the template imports */
+
+    const char *resume_image; /* --resume-image: a verified image to restore (argv), or NULL */
+
+    /* issue 23: the debugger's channel, not a flag (main.c sets it) */
+    bool debug_channel; /* fd CB_FD_LAUNCHER_DEBUG is the kernel's debug socket */
 } cb_options_t;
 
 /* Parses argv.  0 ok (opts filled; opts->help may be set), -1 bad usage with

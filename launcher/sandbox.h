@@ -25,6 +25,11 @@ void cb_sandbox_destroy(cb_sandbox_t **self_p);
  * and started reports.  *child = the pid to reap (init).  0 ok, -1 error
  * (cb_sandbox_error says what and how to fix it). */
 int cb_sandbox_start(cb_sandbox_t *self, pid_t *child);
+/* The start failed in its warm part (issue 21): the caller destroys it and
+ * starts a cold one (--warm off), which has none. */
+bool cb_sandbox_warm_failed(const cb_sandbox_t *self);
+/* Once the runner runs: --warm auto starts a template when there was none. */
+void cb_sandbox_after_start(cb_sandbox_t *self);
 /* --network allow: the egress proxy (borrowed; NULL = none).  Before start. */
 struct cb_netproxy;
 void cb_sandbox_set_netproxy(cb_sandbox_t *self, struct cb_netproxy *np);
@@ -38,6 +43,14 @@ void cb_sandbox_kill(cb_sandbox_t *self);
 int cb_sandbox_poll_fd(const cb_sandbox_t *self);
 /* Reads what init sent (the runner's wait status). */
 void cb_sandbox_on_ready(cb_sandbox_t *self);
+/* Hands one checkpoint command line (docs/SNAPSHOTS.md) to the sandbox's
+ * init; its answers come back as CB_SB_MSG_SNAP and are reported to the
+ * kernel as `snap LINE`.  fd (-1 = none) travels with it (SCM_RIGHTS).
+ * 0 ok, -1 errno. */
+int cb_sandbox_snap_command(cb_sandbox_t *self, const char *line, int fd);
+/* One datagram (a line, NUL-terminated) and the fd it carries (*fd -1 if
+ * none): >0 its length, 0 the peer closed, -1 nothing now or an error. */
+int cb_sandbox_snap_recv(int sock, char *buf, size_t len, int *fd);
 /* Runner's wait status (replaces *status when init reported one), and
  * whether the memory cgroup OOM-killed; *reason may be set. */
 void cb_sandbox_exit_status(cb_sandbox_t *self, int *status, bool *oom, const char **reason);

@@ -1,0 +1,496 @@
+/*
+ * snap_agent.c - checkpoints in place, the trusted side inside the sandbox
+ * (see snap_agent.h and docs/SNAPSHOTS.md).
+ *
+ * Store layout: <store>/<ID>/<k>/... with k = 0 for the home and 1 for /tmp.
+ * The store is a directory the runner cannot reach or write: in the
+ * namespaces tier a tmpfs that init mounted with the new mount API and never
+ * attached anywhere (only init's fd leads to it, and init is not dumpable);
+ * in the other tiers a root-only directory of a tmpfs the runner's uid
+ * cannot enter.  Its size is the session's --disk and its pages are charged
+ * to the session's memory cgroup (init belongs to it).
+ *
+ * The park fifos are in CB_SNAP_PARK_DIR, which the runner can read (a
+ * parked copy opens its fifo for reading) but not write: Landlock (the
+ * namespaces tier) or ownership by root (the other tiers).  So only the
+ * agent can wake a parked copy, and a stopped child holding fifo ID open is
+ * the fork the kernel asked for (or the sandbox's code imitating one, which
+ * gains it nothing: it is the session's own state).
+ */
+#include "tiers/snap_agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tiers/snap_proc.h"
+#include "tiers/snap_tree.h"
+
+static int64_t s_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void s_say(cb_snap_agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_say(cb_snap_agent_t *a, const char *fmt, ...) {
+    char line[CB_SNAP_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    (void) vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    for (char *c = line; *c; c++) /* one line, printable: reasons quote file names */
+        if ((unsigned char) *c < 0x20 || (unsigned char) *c == 0x7f) *c = '?';
+    if (a->say) a->say(a->ud, line);
+}
+
+/* The slot of checkpoint id (a doomed one is no checkpoint), or a free one for id 0. */
+static cb_snap_slot_t *s_find(cb_snap_agent_t *a, long id) {
+    for (int i = 0; i < CB_SNAP_SLOTS; i++)
+        if (a->slot[i].id == id && !a->slot[i].doomed) return &a->slot[i];
+    return NULL;
+}
+
+static cb_snap_slot_t *s_by_pid(cb_snap_agent_t *a, pid_t pid) {
+    for (int i = 0; pid > 0 && i < CB_SNAP_SLOTS; i++)
+        if (a->slot[i].id != 0 && a->slot[i].pid == pid) return &a->slot[i];
+    return NULL;
+}
+
+/* The directory of checkpoint id in the store, opened (creating it). */
+static int s_store_dir(cb_snap_agent_t *a, long id, bool create) {
+    char name[24];
+    (void) snprintf(name, sizeof name, "%ld", id);
+    if (create && mkdirat(a->store, name, 0700) < 0) return -1;
+    return openat(a->store, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static void s_store_remove(cb_snap_agent_t *a, long id) {
+    char name[24];
+    (void) snprintf(name, sizeof name, "%ld", id);
+    int d = s_store_dir(a, id, false);
+    if (d < 0) return;
+    cb_snap_tree_t t = {.own = a->root};
+    (void) cb_snap_tree_clear(&t, d);
+    close(d);
+    (void) unlinkat(a->store, name, AT_REMOVEDIR);
+}
+
+/* A fresh park fifo for id, opened O_RDWR (which never blocks and keeps a
+ * reader's read blocking until we write). */
+static int s_make_fifo(cb_snap_agent_t *a, long id) {
+    char name[24];
+    (void) snprintf(name, sizeof name, "%ld", id);
+    (void) unlinkat(a->park, name, 0);
+    if (mkfifoat(a->park, name, 0644) < 0) return -1;
+    return openat(a->park, name, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+}
+
+static void s_free(cb_snap_agent_t *a, cb_snap_slot_t *s, bool files) {
+    char name[24];
+    (void) snprintf(name, sizeof name, "%ld", s->id);
+    if (s->fifo >= 0) close(s->fifo);
+    (void) unlinkat(a->park, name, 0);
+    if (files) s_store_remove(a, s->id);
+    memset(s, 0, sizeof *s);
+    s->fifo = -1;
+}
+
+void cb_snap_agent_init(cb_snap_agent_t *a, int store, int park, const char *home, const char *tmp,
+                        pid_t runner, bool root, const char *why, cb_snap_say_fn say, void *ud) {
+    memset(a, 0, sizeof *a);
+    a->store = store;
+    a->park = park;
+    a->dirs[0] = home;
+    a->dirs[1] = tmp;
+    a->runner = runner;
+    a->root = root;
+    a->say = say;
+    a->ud = ud;
+    for (int i = 0; i < CB_SNAP_SLOTS; i++)
+        a->slot[i].fifo = -1;
+    if (store < 0 || park < 0)
+        (void) snprintf(a->unavailable, sizeof a->unavailable, "%s",
+                        why && why[0] ? why : "no checkpoint store in this sandbox");
+    if (a->unavailable[0])
+        s_say(a, "unavailable %s", a->unavailable);
+    else
+        s_say(a, "ready %d", CB_SNAP_MAX);
+}
+
+/* ---- checkpoint ----------------------------------------------------------------- */
+
+static int s_save_files(cb_snap_agent_t *a, cb_snap_slot_t *s, char *why, size_t len);
+
+/* A slot given up before its copy parked: the fifo stays (it is how the copy
+ * is recognised), the files go; the copy is killed if it parks in time. */
+static void s_doom(cb_snap_agent_t *a, cb_snap_slot_t *s) {
+    s_store_remove(a, s->id);
+    s->doomed = true;
+    if (s->armed_until == 0) s->armed_until = s_now_ms() + CB_SNAP_FORK_MS;
+}
+
+/* Arms slot id: its park fifo, and the files copied at once -- the runner is
+ * between cells and the kernel holds every request until the checkpoint is
+ * done, so they are the files of the moment of the fork, which the runner
+ * makes meanwhile.  "armed ID BYTES FILES" is all the kernel waits for on
+ * this side: the copy parks afterwards ("saved"), or is reported lost. */
+static void s_arm(cb_snap_agent_t *a, long id) {
+    if (a->unavailable[0]) {
+        s_say(a, "fail %ld %s", id, a->unavailable);
+        return;
+    }
+    for (int i = 0; i < CB_SNAP_SLOTS; i++) /* doomed ones too: a fifo has the id's name */
+        if (a->slot[i].id == id) {
+            s_say(a, "fail %ld the id is taken", id);
+            return;
+        }
+    cb_snap_slot_t *s = s_find(a, 0);
+    if (s == NULL) {
+        s_say(a, "fail %ld %d checkpoints are kept already", id, CB_SNAP_MAX);
+        return;
+    }
+    int fifo = s_make_fifo(a, id);
+    if (fifo < 0) {
+        s_say(a, "fail %ld making the park fifo: %s", id, strerror(errno));
+        return;
+    }
+    s->id = id;
+    s->fifo = fifo;
+    s->armed_until = s_now_ms() + CB_SNAP_FORK_MS;
+    char why[CB_SNAP_WHY_MAX];
+    if (s_save_files(a, s, why, sizeof why) < 0) {
+        s_doom(a, s);
+        s_say(a, "fail %ld %s", id, why);
+        return;
+    }
+    s_say(a, "armed %ld %llu %u", id, (unsigned long long) s->bytes, s->files);
+}
+
+/* Copies the live trees into the store for s.  0 ok, -1 with why. */
+static int s_save_files(cb_snap_agent_t *a, cb_snap_slot_t *s, char *why, size_t len) {
+    int top = s_store_dir(a, s->id, true);
+    if (top < 0) {
+        (void) snprintf(why, len, "the checkpoint store: %s", strerror(errno));
+        return -1;
+    }
+    cb_snap_tree_t t = {.own = a->root};
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        const char sub[2] = {(char) ('0' + k), '\0'}; /* "0" home, "1" /tmp */
+        int live = open(a->dirs[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int dst = mkdirat(top, sub, 0700) == 0
+                      ? openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                      : -1;
+        if (live < 0 || dst < 0) {
+            (void) snprintf(why, len, "opening %s: %s", a->dirs[k], strerror(errno));
+            rc = -1;
+        } else if (cb_snap_tree_copy(&t, live, dst) < 0) {
+            (void) snprintf(why, len, "copying %s: %.120s", a->dirs[k], t.why);
+            rc = -1;
+        }
+        if (live >= 0) close(live);
+        if (dst >= 0) close(dst);
+    }
+    close(top);
+    s->bytes = t.bytes;
+    s->files = t.entries;
+    return rc;
+}
+
+static void s_adopt(cb_snap_agent_t *a, cb_snap_slot_t *s, pid_t pid) {
+    if (s->doomed) { /* the checkpoint failed or was dropped while its fork was on the way */
+        (void) kill(pid, SIGKILL);
+        s_free(a, s, false);
+        return;
+    }
+    /* a parked copy is what the OOM killer takes first: never the runner */
+    (void) cb_snap_proc_write(pid, "oom_score_adj", CB_SNAP_OOM_ADJ);
+    /* the copy goes on only after this byte: a SIGCONT from the sandbox's
+     * code before the agent saw it stopped finds none, and it stops again */
+    if (write(s->fifo, CB_SNAP_PARK_TAKEN, 1) != 1) {
+        long id = s->id;
+        (void) kill(pid, SIGKILL);
+        s_free(a, s, true);
+        s_say(a, "lost %ld its park fifo: %s", id, strerror(errno));
+        return;
+    }
+    s->pid = pid;
+    s->armed_until = 0;
+    (void) kill(pid, SIGCONT);
+    if (s->replacement)
+        s_say(a, "kept %ld %d", s->id, (int) pid);
+    else
+        s_say(a, "saved %ld %d %llu %u", s->id, (int) pid, (unsigned long long) s->bytes, s->files);
+}
+
+/* ---- rollback ------------------------------------------------------------------------- */
+
+static void s_lost(cb_snap_agent_t *a, cb_snap_slot_t *s, int status) {
+    long id = s->id;
+    s_free(a, s, true);
+    if (WIFSIGNALED(status))
+        s_say(a, "lost %ld its parked copy was killed by signal %d (%s)", id, WTERMSIG(status),
+              WTERMSIG(status) == SIGKILL ? "the out-of-memory killer, or code in the sandbox"
+                                          : "sent by code in the sandbox");
+    else
+        s_say(a, "lost %ld its parked copy exited", id);
+}
+
+typedef struct {
+    int others;  /* still to end this round */
+    int ended;   /* distinct processes ended */
+    int nkilled; /* ... recorded in s_killed */
+} s_end_t;
+
+static pid_t s_killed[CB_SNAP_KILLED_MAX];
+
+static int s_end_one(cb_snap_agent_t *a, pid_t pid, char state, void *arg) {
+    (void) a;
+    s_end_t *e = arg;
+    if (state == 'Z' || state == 'X' || cb_snap_proc_exiting(pid)) return 0; /* as good as gone */
+    e->others++;
+    if (kill(pid, SIGKILL) < 0) return 0;
+    for (int i = 0; i < e->nkilled; i++) /* a process still dying is killed again, counted once */
+        if (s_killed[i] == pid) return 0;
+    if (e->nkilled < CB_SNAP_KILLED_MAX) s_killed[e->nkilled++] = pid;
+    e->ended++;
+    return 0;
+}
+
+/* Ends every process of this pid namespace but init and the parked copies.
+ * Returns how many it ended, -1 when some would not go in time.  A process
+ * whose threads are all exiting counts as gone: its memory is freed while
+ * the rollback goes on, and init reaps it later. */
+static int s_end_others(cb_snap_agent_t *a) {
+    s_end_t e = {0, 0, 0};
+    int64_t until = s_now_ms() + CB_SNAP_KILL_MS;
+    for (;;) {
+        e.others = 0;
+        if (cb_snap_proc_each(a, s_end_one, &e) < 0) return -1;
+        for (;;) { /* reap what is ours already (orphans come to init as their parents die) */
+            int st;
+            pid_t p = waitpid(-1, &st, WNOHANG);
+            if (p <= 0) break;
+            cb_snap_slot_t *s = s_by_pid(a, p);
+            if (s != NULL) s_lost(a, s, st);
+        }
+        if (e.others == 0) return e.ended;
+        if (s_now_ms() > until) return -1;
+        struct timespec nap = {0, CB_SNAP_KILL_NAP_US * 1000L};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* An armed slot's copy: a stopped process holding its fifo (a grandchild of
+ * init until its parent has exited, so not always init's to wait for). */
+static int s_adopt_one(cb_snap_agent_t *a, pid_t pid, char state, void *arg) {
+    (void) arg;
+    if (state != 'T' || pid == a->runner) return 0;
+    for (int i = 0; i < CB_SNAP_SLOTS; i++) {
+        cb_snap_slot_t *s = &a->slot[i];
+        if (s->id != 0 && s->pid == 0 && cb_snap_proc_holds(pid, s->fifo)) {
+            s_adopt(a, s, pid);
+            return 0;
+        }
+    }
+    return 0;
+}
+
+static bool s_armed(const cb_snap_agent_t *a) {
+    for (int i = 0; i < CB_SNAP_SLOTS; i++)
+        if (a->slot[i].id != 0 && a->slot[i].pid == 0) return true;
+    return false;
+}
+
+/* ... one the kernel counts as a checkpoint (not doomed) */
+static bool s_awaited(const cb_snap_agent_t *a) {
+    for (int i = 0; i < CB_SNAP_SLOTS; i++)
+        if (a->slot[i].id != 0 && a->slot[i].pid == 0 && !a->slot[i].doomed) return true;
+    return false;
+}
+
+static void s_scan(cb_snap_agent_t *a) {
+    if (s_armed(a)) (void) cb_snap_proc_each(a, s_adopt_one, NULL);
+}
+
+static int s_restore_files(cb_snap_agent_t *a, long id, char *why, size_t len) {
+    int top = s_store_dir(a, id, false);
+    if (top < 0) {
+        (void) snprintf(why, len, "its files are missing from the store");
+        return -1;
+    }
+    cb_snap_tree_t t = {.own = a->root};
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        const char sub[2] = {(char) ('0' + k), '\0'}; /* "0" home, "1" /tmp */
+        int saved = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int live = open(a->dirs[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (saved < 0 || live < 0 || cb_snap_tree_restore(&t, saved, live) < 0) {
+            (void) snprintf(why, len, "restoring %s: %.120s", a->dirs[k],
+                            t.why[0] ? t.why : strerror(errno));
+            rc = -1;
+        }
+        if (saved >= 0) close(saved);
+        if (live >= 0) close(live);
+    }
+    close(top);
+    return rc;
+}
+
+static bool s_hex(const char *s, size_t n) {
+    if (strlen(s) != n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+    return true;
+}
+
+/* Waits (bounded) until the forks on their way have parked (a checkpoint
+ * just taken, the copy a rollback's runner makes of itself): ending the
+ * sandbox's processes must not take them. */
+static void s_settle(cb_snap_agent_t *a) {
+    int64_t until = s_now_ms() + CB_SNAP_FORK_MS;
+    while (s_awaited(a) && s_now_ms() <= until) {
+        s_scan(a);
+        if (!s_awaited(a)) return;
+        struct timespec nap = {0, CB_SNAP_KILL_NAP_US * 1000L};
+        nanosleep(&nap, NULL);
+    }
+}
+
+static void s_roll(cb_snap_agent_t *a, long id, const char *nonce) {
+    s_settle(a); /* the copy of the last rollback's runner may still be parking */
+    cb_snap_slot_t *s = s_find(a, id);
+    if (s == NULL || s->pid == 0) {
+        s_say(a, "fail %ld %s", id, s ? "its fork has not parked" : "no such checkpoint");
+        return;
+    }
+    if (!s_hex(nonce, CB_SNAP_NONCE_HEX)) {
+        s_say(a, "fail %ld bad nonce", id);
+        return;
+    }
+    pid_t copy = s->pid;
+    int ended = s_end_others(a);
+    if (ended < 0) {
+        s_say(a, "fail %ld the sandbox's processes did not end in time", id);
+        return;
+    }
+    s = s_find(a, id); /* the copy itself may have died meanwhile */
+    if (s == NULL || kill(copy, 0) < 0) {
+        s_say(a, "fail %ld its parked copy is gone", id);
+        return;
+    }
+    char why[CB_SNAP_WHY_MAX];
+    if (s_restore_files(a, id, why, sizeof why) < 0) {
+        s_say(a, "fail %ld %s", id, why);
+        return;
+    }
+    /* the copy will fork again, to keep checkpoint id: a new fifo for that */
+    int old = s->fifo;
+    s->fifo = s_make_fifo(a, id);
+    if (s->fifo < 0) {
+        s->fifo = old;
+        {
+            s_say(a, "fail %ld making the park fifo: %s", id, strerror(errno));
+            return;
+        }
+    }
+    char msg[CB_SNAP_PARK_MSG];
+    int n = snprintf(msg, sizeof msg, "resume %s\n", nonce);
+    ssize_t w = write(old, msg, (size_t) n);
+    close(old);
+    if (w != n) {
+        s_say(a, "fail %ld waking its copy: %s", id, strerror(errno));
+        return;
+    }
+    (void) cb_snap_proc_write(copy, "oom_score_adj", "0");
+    a->runner = copy;
+    s->pid = 0;
+    s->replacement = true;
+    s->armed_until = s_now_ms() + CB_SNAP_FORK_MS;
+    s_say(a, "rolled %ld %d %d", id, (int) copy, ended > 0 ? ended - 1 : 0); /* - the old runner */
+}
+
+/* ---- the agent's interface -------------------------------------------------------------- */
+
+void cb_snap_agent_command(cb_snap_agent_t *a, const char *line) {
+    char verb[16] = "", arg[CB_SNAP_NONCE_HEX + 2] = "";
+    long id = 0;
+    int got = sscanf(line, "%15s %ld %33s", verb, &id, arg);
+    if (got < 2 || id <= 0) {
+        s_say(a, "fail 0 unknown command");
+        return;
+    }
+    if (strcmp(verb, "arm") == 0) return s_arm(a, id);
+    if (strcmp(verb, "roll") == 0 && got == 3) return s_roll(a, id, arg);
+    if (strcmp(verb, "drop") == 0) {
+        cb_snap_slot_t *s = s_find(a, id);
+        if (s == NULL) {
+            s_say(a, "fail %ld no such checkpoint", id);
+            return;
+        }
+        if (s->pid > 0) {
+            (void) kill(s->pid, SIGKILL);
+            s_free(a, s, true);
+        } else {
+            s_doom(a, s); /* its fork may still park: it is killed then */
+        }
+        {
+            s_say(a, "dropped %ld", id);
+            return;
+        }
+    }
+    s_say(a, "fail %ld unknown command", id);
+}
+
+bool cb_snap_agent_child(cb_snap_agent_t *a, pid_t pid, int status) {
+    if (WIFSTOPPED(status)) {
+        if (pid == a->runner || s_by_pid(a, pid) != NULL) return s_by_pid(a, pid) != NULL;
+        for (int i = 0; i < CB_SNAP_SLOTS; i++) {
+            cb_snap_slot_t *s = &a->slot[i];
+            if (s->id != 0 && s->pid == 0 && cb_snap_proc_holds(pid, s->fifo)) {
+                s_adopt(a, s, pid);
+                return true;
+            }
+        }
+        return false; /* the sandbox's own business (job control) */
+    }
+    if (!WIFEXITED(status) && !WIFSIGNALED(status)) return false;
+    cb_snap_slot_t *s = s_by_pid(a, pid);
+    if (s == NULL) return false;
+    s_lost(a, s, status);
+    return true;
+}
+
+int cb_snap_agent_wait_ms(const cb_snap_agent_t *a) {
+    return s_armed(a) ? CB_SNAP_SCAN_MS : -1; /* an armed copy is looked for this often */
+}
+
+void cb_snap_agent_tick(cb_snap_agent_t *a) {
+    s_scan(a);
+    int64_t now = s_now_ms();
+    for (int i = 0; i < CB_SNAP_SLOTS; i++) {
+        cb_snap_slot_t *s = &a->slot[i];
+        if (s->id == 0 || s->armed_until == 0 || now < s->armed_until) continue;
+        long id = s->id;
+        bool repl = s->replacement, doomed = s->doomed;
+        s_free(a, s, true);
+        if (doomed) continue;
+        if (repl)
+            s_say(a, "lost %ld the rolled-back runner did not park a copy of itself", id);
+        else /* "armed" was said: for the kernel the checkpoint exists, so it is lost */
+            s_say(a, "lost %ld no fork of the runner parked within %d ms", id, CB_SNAP_FORK_MS);
+    }
+}
+
+void cb_snap_agent_end(cb_snap_agent_t *a) {
+    for (int i = 0; i < CB_SNAP_SLOTS; i++)
+        if (a->slot[i].id != 0 && a->slot[i].pid > 0) (void) kill(a->slot[i].pid, SIGKILL);
+}
