@@ -8,6 +8,7 @@
 #include "artifacts/artifacts_mime.h"
 
 #include "artifacts/artifacts_limits.h"
+#include "isolate/names.h"
 
 #include <string.h>
 #include <strings.h>
@@ -153,34 +154,6 @@ int cb_artifacts_mime_image_size(cb_artifacts_kind_t kind, const uint8_t *buf, s
     return 0;
 }
 
-size_t cb_artifacts_mime_utf8_seq(const uint8_t *p, size_t n) {
-    if (n == 0) return 0;
-    uint8_t c = p[0];
-    if (c < 0x80) return 1;
-    size_t need;
-    uint32_t cp;
-    if (c >= 0xc2 && c <= 0xdf) {
-        need = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        need = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        need = 4;
-        cp = c & 0x07;
-    } else {
-        return 0; /* continuation byte, overlong lead C0/C1, or F5..FF */
-    }
-    if (n < need) return 0;
-    for (size_t i = 1; i < need; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    if (need == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) return 0;
-    if (need == 4 && (cp < 0x10000 || cp > 0x10ffff)) return 0;
-    return need;
-}
-
 bool cb_artifacts_mime_utf8_valid(const uint8_t *buf, size_t len) {
     size_t i = 0;
     while (i < len) {
@@ -188,7 +161,7 @@ bool cb_artifacts_mime_utf8_valid(const uint8_t *buf, size_t len) {
             i++;
             continue;
         }
-        size_t k = cb_artifacts_mime_utf8_seq(buf + i, len - i);
+        size_t k = cb_names_utf8_seq(buf + i, len - i, NULL);
         if (k == 0) return false;
         i += k;
     }

@@ -55,10 +55,8 @@ bool cb_artifacts_mime_sniff_svg(const uint8_t *buf, size_t len);
 /* Width and height from a PNG IHDR or GIF logical screen. 0 ok, -1 not readable. */
 int cb_artifacts_mime_image_size(cb_artifacts_kind_t kind, const uint8_t *buf, size_t len,
                                  uint32_t *w, uint32_t *h);
-/* Length (1-4) of the well-formed UTF-8 sequence at p[0..n), 0 if ill-formed
- * (overlong, surrogate, above U+10FFFF, truncated). */
-size_t cb_artifacts_mime_utf8_seq(const uint8_t *p, size_t n);
-/* True if buf[0..len) is entirely well-formed UTF-8. */
+/* True if buf[0..len) is entirely well-formed UTF-8 (isolate/names.c's
+ * strict decoder: no overlongs, surrogates or code points past U+10FFFF). */
 bool cb_artifacts_mime_utf8_valid(const uint8_t *buf, size_t len);
 /* Bytes buf[0..len) take inside a JSON string as jansson dumps it (without the
  * quotes), saturating at SIZE_MAX. */

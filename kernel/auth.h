@@ -1,7 +1,8 @@
 /*
  * auth.h - message signing and replay protection.
  *
- * HMAC-SHA256 over header|parent|metadata|content with libsodium, verified in
+ * HMAC-SHA256 over header|parent|metadata|content (OpenSSL's libcrypto; the
+ * key, hex and compare with libsodium), verified in
  * constant time on the raw 32-byte digest, before any JSON is parsed.  A
  * bounded history of accepted signatures rejects replays (jupyter_client
  * Session.digest_history).  An empty key disables signing, as the spec says.

@@ -19,14 +19,21 @@
 #define CB_REPLAY_HISTORY       65536        /* signatures remembered */
 #define CB_SHELL_QUEUE_MAX      4096         /* shell requests held while aborting */
 #define CB_JSON_DEPTH_MAX       64           /* nesting of any JSON we accept, either side */
-#define CB_IOPUB_HWM            100000       /* ZMQ_SNDHWM of iopub: never reached by own msgs */
-#define CB_IOPUB_INFLIGHT_MSGS  1000         /* queued iopub messages that pause the sandbox */
-#define CB_IOPUB_INFLIGHT_BYTES (24u << 20)  /* queued iopub bytes that pause the sandbox */
-#define CB_IOPUB_STALL_MS       10000        /* congested this long: drop sandbox output */
-#define CB_CONGESTION_POLL_MS   2            /* recheck of a congested iopub */
-#define CB_COMMS_MAX            4096         /* open comms a session tracks (comm_info) */
-#define CB_COMM_ID_MAX          128          /* bytes of a comm_id */
-#define CB_COMM_TARGET_MAX      256          /* bytes of a target_name */
+/* iopub pacing (server.c; docs/SECURITY.md): a queue per subscriber, the
+ * sandbox paced by the slowest reader, subscribers that read nothing left
+ * behind when there are others, a cap on what ZMQ holds in all. */
+#define CB_IOPUB_SUB_HWM        64          /* ZMQ_SNDHWM: messages queued per subscriber */
+#define CB_IOPUB_LAG_MSGS       16          /* the slowest reader this far behind: pause */
+#define CB_IOPUB_LAG_BYTES      (4u << 20)  /* ... or this many bytes behind */
+#define CB_IOPUB_STUCK_MS       1000        /* paused, nothing read: go on without them */
+#define CB_IOPUB_SUBS_MAX       1000000     /* subscribers counted (saturates) */
+#define CB_IOPUB_INFLIGHT_MSGS  4096        /* iopub messages ZMQ holds that pause the sandbox */
+#define CB_IOPUB_INFLIGHT_BYTES (96u << 20) /* iopub bytes ZMQ holds that pause the sandbox */
+#define CB_IOPUB_STALL_MS       10000       /* nothing read, or over the cap: drop sandbox output */
+#define CB_CONGESTION_POLL_MS   2           /* recheck of a congested iopub */
+#define CB_COMMS_MAX            4096        /* open comms a session tracks (comm_info) */
+#define CB_COMM_ID_MAX          128         /* bytes of a comm_id */
+#define CB_COMM_TARGET_MAX      256         /* bytes of a target_name */
 
 /* ---- history ---------------------------------------------------------------- */
 #define CB_HISTORY_MAX_ENTRIES 100000      /* cells remembered */
@@ -44,6 +51,7 @@
 #define CB_FRAME_REPLY_MAX         (4u << 20)  /* done, complete/inspect replies, error */
 #define CB_FRAME_IN_CHUNK          65536       /* event bytes read per read(2) */
 #define CB_RUNNER_HELLO_TIMEOUT_MS 30000       /* runner must say hello by then */
+#define CB_RUNNER_WAIT_MAX_MS      600000      /* ... plus what a "waiting MS" report asks */
 #define CB_ASSIST_TIMEOUT_MS       10000       /* complete/inspect/is_complete answer by then */
 #define CB_ACK_RECHECK_MS          1           /* an unread ack: look again after this */
 #define CB_ACK_BACKOFF_MAX         7           /* ... doubling up to 128 ms */
@@ -68,5 +76,20 @@
 #define CB_SESSION_RETRY_IDLE_MS 30000 /* after giving up: one new try per cell, this apart */
 #define CB_SESSION_REAP_MS       2000  /* wait this long for the sandbox to go at exit */
 #define CB_NOTICE_MAX            512   /* one notice to the user */
+
+/* ---- the debugger's channel (fd 4 of the runner; kernel/debug*.c) ----------------- */
+#define CB_DAP_FRAME_MAX          (8u << 20)  /* one DAP message either way */
+#define CB_DAP_EVENT_MAX          (1u << 20)  /* one event from the runner */
+#define CB_DAP_OUT_MAX            (16u << 20) /* requests queued for the runner */
+#define CB_DEBUG_PENDING_MAX      64          /* debug requests waiting for the runner */
+#define CB_DEBUG_REPLY_TIMEOUT_MS 30000       /* the runner answers a debug request by then */
+#define CB_DEBUG_START_TIMEOUT_MS 180000      /* ... initialize (debugpy loads; a micro-VM boots) */
+#define CB_DEBUG_INFO_WAIT_MS     CB_RUNNER_HELLO_TIMEOUT_MS /* debugInfo waits for a starting sandbox's hello */
+#define CB_DEBUG_SOURCES_MAX      256         /* files with breakpoints in debugInfo's mirror */
+#define CB_DEBUG_BREAKPOINTS_MAX  (1u << 20)  /* bytes of the breakpoints mirrored */
+#define CB_DEBUG_STOPPED_MAX      64          /* stopped threads mirrored */
+#define CB_DEBUG_HOLD_MAX_MS      3600000     /* a cell's --timeout paused at breakpoints, at most */
+#define CB_DEBUG_HASH_SEED        3339675911u /* 0xC70F6907: ipykernel's murmur2 seed */
+#define CB_CELL_PREFIX_MAX        256         /* bytes of the cells' file prefix (hello) */
 
 #endif

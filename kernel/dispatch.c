@@ -5,24 +5,21 @@
  * Shell requests are served one at a time in arrival order.  Those the C
  * side can answer (kernel_info, history, comm_*, connect, shutdown) are
  * answered at once; execute, complete, inspect and is_complete go to the
- * session and finish in relay.c when it reports their end.
+ * session and finish in relay.c when it reports their end.  Dispatch sits
+ * on the server (it reads and sends through server.h) and below relay.c,
+ * which it reaches only through k->up, registered at start.
  */
-#include "kernel/core.h"
+#include "kernel/dispatch.h"
 
 #include "isolate/log.h"
+#include "kernel/debug_kernel.h"
 #include "kernel/launch.h"
+#include "kernel/policy.h"
 
 #include <sodium.h>
 #include <string.h>
 
 #define S_REPLY_TYPE_MAX 64 /* bytes of a "<x>_reply" type */
-
-typedef void (*s_handler_fn)(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort);
-
-static void s_to_session(cb_kernel_t *k, cb_msg_t *m, cb_req_kind_t kind, json_t *frame);
-
-#define S_SHELL   (1u << CB_CH_SHELL)
-#define S_CONTROL (1u << CB_CH_CONTROL)
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
@@ -41,12 +38,33 @@ static json_t *s_error_content(int count, const char *ename, const char *evalue)
                      ": ", evalue, "user_expressions", "payload");
 }
 
-void cb_dispatch_refuse(cb_kernel_t *k, cb_channel_t ch, const cb_msg_t *m, const char *why) {
+void cb_dispatch_status(cb_kernel_t *k, const json_t *parent, const char *state) {
+    cb_server_publish(k->srv, "status", parent, json_pack("{s:s}", "execution_state", state));
+}
+
+void cb_dispatch_answer(cb_kernel_t *k, cb_channel_t ch, const cb_msg_t *m, json_t *content) {
     char rtype[S_REPLY_TYPE_MAX];
     s_reply_type(m->msg_type, rtype, sizeof rtype);
-    cb_server_status(k, m->header, "busy");
-    cb_server_reply(k, ch, m, rtype, NULL, s_error_content(k->exec_count, "KernelError", why));
-    cb_server_status(k, m->header, "idle");
+    cb_dispatch_status(k, m->header, "busy");
+    cb_server_reply(k->srv, ch, m, rtype, NULL, content);
+    cb_dispatch_status(k, m->header, "idle");
+}
+
+/* Replies to a request whose content could not be read (too deep). */
+static void s_refuse(cb_kernel_t *k, cb_channel_t ch, const cb_msg_t *m, const char *why) {
+    cb_dispatch_answer(k, ch, m, s_error_content(k->exec_count, "KernelError", why));
+}
+
+/* Receives one request from ch: 1 got one, 0 none waiting, -1 dropped (or
+ * refused here: too deep to read). */
+static int s_recv(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *out) {
+    int rc = cb_server_recv(k->srv, ch, out);
+    if (rc == CB_RECV_TOO_DEEP) {
+        s_refuse(k, ch, out, "the request is nested too deeply to be read");
+        cb_msg_clear(out);
+        return -1;
+    }
+    return rc == CB_RECV_OK ? 1 : rc == CB_RECV_NONE ? 0 : -1;
 }
 
 /* ---- handlers answered here ---------------------------------------------------------- */
@@ -82,61 +100,59 @@ json_t *cb_dispatch_kernel_info(cb_kernel_t *k) {
     /* Cells run through IPython's own shell when the sandbox has it: say so
      * as ipykernel does, so clients comparing IPython versions can. */
     bool ipy = strcmp(shell, "ipython") == 0 && sv[0];
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i}, s:s}, "
-                     "s:s, s:[{s:s, s:s}], s:[], s:b}",
+    bool dbg = cb_debug_kernel_available(k); /* debug_kernel.c */
+    json_t *info = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i}, s:s}, "
+                             "s:s, s:[{s:s, s:s}], s:o, s:b}",
                      "status", "ok", "protocol_version", "5.3", "implementation",
                      ipy ? "ipython" : "cellblock", "implementation_version", ipy ? sv : CB_VERSION,
                      "cellblock_version", CB_VERSION, "language_info", "name", "python", "version",
                      ver, "mimetype", "text/x-python", "file_extension", ".py", "pygments_lexer",
                      "ipython3", "codemirror_mode", "name", "ipython", "version", 3,
                      "nbconvert_exporter", "python", "banner", banner, "help_links", "text",
-                     "Python Reference", "url", url, "supported_features", "debugger", 0);
+                     "Python Reference", "url", url, "supported_features",
+                     dbg ? json_pack("[s]", "debugger") : json_array(), "debugger", dbg);
+    if (info) json_object_set_new(info, "cellblock_requests", cb_policy_advertise());
+    if (info) cb_snapshots_advertise(k->snaps, info); /* snapshot.c */
+    return info;
 }
 
 static void s_kernel_info(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) abort;
-    cb_server_status(k, m->header, "busy");
-    cb_server_reply(k, ch, m, "kernel_info_reply", NULL, cb_dispatch_kernel_info(k));
-    cb_server_status(k, m->header, "idle");
+    cb_dispatch_answer(k, ch, m, cb_dispatch_kernel_info(k));
 }
 
 static void s_shutdown(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) abort;
     bool restart = json_is_true(json_object_get(m->content, "restart"));
-    cb_server_status(k, m->header, "busy");
+    cb_dispatch_status(k, m->header, "busy");
     json_t *c = json_pack("{s:s, s:b}", "status", "ok", "restart", restart);
-    cb_server_publish(k, "shutdown_reply", m->header, json_incref(c));
-    cb_server_reply(k, ch, m, "shutdown_reply", NULL, c);
-    cb_server_status(k, m->header, "idle");
+    cb_server_publish(k->srv, "shutdown_reply", m->header, json_incref(c));
+    cb_server_reply(k->srv, ch, m, "shutdown_reply", NULL, c);
+    cb_dispatch_status(k, m->header, "idle");
     LOG_I("shutdown requested (restart=%d)", restart);
-    k->exiting = true;
+    cb_dispatch_stop(k);
 }
 
 static void s_interrupt(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) abort;
-    cb_server_status(k, m->header, "busy");
+    cb_dispatch_status(k, m->header, "busy");
     cb_session_interrupt(k->session);
-    cb_server_reply(k, ch, m, "interrupt_reply", NULL, json_pack("{s:s}", "status", "ok"));
-    cb_server_status(k, m->header, "idle");
+    cb_server_reply(k->srv, ch, m, "interrupt_reply", NULL, json_pack("{s:s}", "status", "ok"));
+    cb_dispatch_status(k, m->header, "idle");
 }
 
 static void s_history(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) abort;
-    cb_server_status(k, m->header, "busy");
     json_t *list = cb_history_query(k->history, m->content);
-    cb_server_reply(k, ch, m, "history_reply", NULL,
-                    json_pack("{s:s, s:o}", "status", "ok", "history", list));
-    cb_server_status(k, m->header, "idle");
+    cb_dispatch_answer(k, ch, m, json_pack("{s:s, s:o}", "status", "ok", "history", list));
 }
 
 static void s_comm_info(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) abort;
-    cb_server_status(k, m->header, "busy");
     const char *target = json_string_value(json_object_get(m->content, "target_name"));
-    cb_server_reply(
-        k, ch, m, "comm_info_reply", NULL,
+    cb_dispatch_answer(
+        k, ch, m,
         json_pack("{s:s, s:o}", "status", "ok", "comms", cb_comms_info(k->comms, target)));
-    cb_server_status(k, m->header, "idle");
 }
 
 /* The binary buffers of m as base64 strings, as the runner's frames carry
@@ -170,19 +186,19 @@ static void s_comm(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     const char *id = NULL, *target = NULL, *module = NULL;
     json_t *data = NULL;
     json_error_t e;
-    cb_server_status(k, m->header, "busy");
+    cb_dispatch_status(k, m->header, "busy");
     if (json_unpack_ex(m->content, &e, 0, "{s:s, s?s, s?s, s?o}", "comm_id", &id, "target_name",
                        &target, "target_module", &module, "data", &data) < 0 ||
         strlen(id) == 0 || strlen(id) > CB_COMM_ID_MAX || (open && target == NULL)) {
         LOG_W("%s with a bad shape: dropped", m->msg_type);
-        cb_server_status(k, m->header, "idle");
+        cb_dispatch_status(k, m->header, "idle");
         return;
     }
     if (open && !cb_comms_open(k->comms, id, target)) {
         LOG_W("comm_open: too many open comms (or a name too long): closing %.64s", id);
-        cb_server_publish(k, "comm_close", m->header,
+        cb_server_publish(k->srv, "comm_close", m->header,
                           json_pack("{s:s, s:{}}", "comm_id", id, "data"));
-        cb_server_status(k, m->header, "idle");
+        cb_dispatch_status(k, m->header, "idle");
         return;
     }
     if (!open && strcmp(m->msg_type, "comm_close") == 0) cb_comms_close(k->comms, id);
@@ -194,72 +210,68 @@ static void s_comm(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
         json_object_set_new(f, "target_name", json_string(target));
         if (module) json_object_set_new(f, "target_module", json_string(module));
     }
-    s_to_session(k, m, CB_REQ_COMM, f);
+    cb_dispatch_to_session(k, m, CB_REQ_COMM, f);
 }
 
 static void s_connect(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) abort;
-    cb_server_status(k, m->header, "busy");
-    cb_server_reply(k, ch, m, "connect_reply", NULL,
-                    json_pack("{s:s, s:i, s:i, s:i, s:i, s:i}", "status", "ok", "shell_port",
-                              k->conn.ports[CB_CH_SHELL], "iopub_port", k->conn.ports[CB_CH_IOPUB],
-                              "stdin_port", k->conn.ports[CB_CH_STDIN], "control_port",
-                              k->conn.ports[CB_CH_CONTROL], "hb_port", k->conn.ports[CB_CH_HB]));
-    cb_server_status(k, m->header, "idle");
+    cb_dispatch_answer(k, ch, m,
+                       json_pack("{s:s, s:i, s:i, s:i, s:i, s:i}", "status", "ok", "shell_port",
+                                 k->ports[CB_CH_SHELL], "iopub_port", k->ports[CB_CH_IOPUB],
+                                 "stdin_port", k->ports[CB_CH_STDIN], "control_port",
+                                 k->ports[CB_CH_CONTROL], "hb_port", k->ports[CB_CH_HB]));
 }
 
 /* unknown message types: busy/idle, no reply */
 static void s_quiet(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) ch;
     (void) abort;
-    cb_server_status(k, m->header, "busy");
-    cb_server_status(k, m->header, "idle");
+    cb_dispatch_status(k, m->header, "busy");
+    cb_dispatch_status(k, m->header, "idle");
 }
 
 /* ---- handlers that go to the session ------------------------------------------------- */
 
-/* Makes m the request in flight (taking it) and hands frame to the session.
- * When the sandbox cannot take it, answers at once with the cause. */
-static void s_to_session(cb_kernel_t *k, cb_msg_t *m, cb_req_kind_t kind, json_t *frame) {
+void cb_dispatch_to_session(cb_kernel_t *k, cb_msg_t *m, cb_req_kind_t kind, json_t *frame) {
     k->cur = *m;
     memset(m, 0, sizeof *m);
     k->cur_kind = kind;
-    cb_server_sync_shell(k);
+    cb_dispatch_sync_shell(k);
     if (frame == NULL) LOG_E("could not build the %s frame", k->cur.msg_type);
     if (frame != NULL && cb_session_request(k->session, kind, frame) == 0) {
         /* late output names its request by seq: a cell, or a widget's handler */
         if (kind == CB_REQ_EXECUTE || kind == CB_REQ_COMM)
-            cb_relay_remember(k, cb_session_seq(k->session), k->cur.header);
+            k->up->sent(k, cb_session_seq(k->session), k->cur.header);
         return;
     }
     const char *fatal = cb_session_fatal(k->session);
     char msg[CB_LAUNCH_TEXT_MAX + 64];
     snprintf(msg, sizeof msg, "The sandbox could not be started%s%s", fatal[0] ? ": " : ".", fatal);
     cb_req_end_t e = {kind, NULL, "SandboxError", msg, false, true, NULL};
-    cb_relay_callbacks.on_end(k, &e);
+    k->up->end(k, &e);
 }
 
 static void s_execute(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) ch;
     json_t *c = m->content;
-    cb_server_status(k, m->header, "busy");
+    cb_dispatch_status(k, m->header, "busy");
     if (abort) {
         cb_server_reply(
-            k, CB_CH_SHELL, m, "execute_reply",
+            k->srv, CB_CH_SHELL, m, "execute_reply",
             json_pack("{s:s, s:b, s:s, s:s}", "status", "aborted", "dependencies_met", 1, "engine",
-                      k->wire.session, "started", ""),
+                      cb_server_session(k->srv), "started", ""),
             json_pack("{s:s, s:i}", "status", "aborted", "execution_count", k->exec_count));
-        cb_server_status(k, m->header, "idle");
+        cb_dispatch_status(k, m->header, "idle");
         return;
     }
     json_t *code = json_object_get(c, "code"), *ue = json_object_get(c, "user_expressions");
     if (!json_is_string(code) || (ue != NULL && !json_is_object(ue))) {
         LOG_W("execute_request %s with a bad shape", m->msg_id);
-        cb_server_reply(k, CB_CH_SHELL, m, "execute_reply", NULL,
+        cb_server_reply(k->srv, CB_CH_SHELL, m, "execute_reply", NULL,
                         s_error_content(k->exec_count, "KernelError",
                                         "execute_request needs a string 'code' (and an object "
                                         "'user_expressions')"));
-        cb_server_status(k, m->header, "idle");
+        cb_dispatch_status(k, m->header, "idle");
         return;
     }
     json_t *v;
@@ -273,7 +285,7 @@ static void s_execute(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) 
     k->ex_shown = k->exec_count + 1;
     cb_iso_now(k->ex_started);
     if (!k->ex_silent)
-        cb_server_publish(k, "execute_input", m->header,
+        cb_server_publish(k->srv, "execute_input", m->header,
                           json_pack("{s:O, s:i}", "code", code, "execution_count", k->ex_shown));
     /* as IPython: a cell of only white space does not take a number */
     const char *src = json_string_value(code);
@@ -283,12 +295,13 @@ static void s_execute(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) 
     }
     json_decref(k->last_parent);
     k->last_parent = json_incref(m->header);
+    cb_policy_execute_begin(k); /* the cell's costs start */
     /* header: the runner's kernel.get_parent() (an Output widget captures by its msg_id) */
     json_t *f = json_pack("{s:s, s:O, s:b, s:b, s:o, s:b, s:i, s:O}", "type", "execute", "code",
                           code, "silent", k->ex_silent, "store_history", k->ex_store,
                           "user_expressions", ue ? json_incref(ue) : json_object(), "allow_stdin",
                           k->ex_stdin, "execution_count", k->ex_shown, "header", m->header);
-    s_to_session(k, m, CB_REQ_EXECUTE, f);
+    cb_dispatch_to_session(k, m, CB_REQ_EXECUTE, f);
 }
 
 static void s_assist(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
@@ -303,7 +316,7 @@ static void s_assist(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     size_t i = 0;
     while (strcmp(kinds[i].msg_type, m->msg_type) != 0)
         i++; /* the table routes only these three here */
-    cb_server_status(k, m->header, "busy");
+    cb_dispatch_status(k, m->header, "busy");
     const char *code = NULL;
     json_int_t pos = 0, detail = 0;
     json_error_t e;
@@ -325,32 +338,43 @@ static void s_assist(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
         memset(m, 0, sizeof *m);
         k->cur_kind = kinds[i].kind;
         cb_req_end_t end = {kinds[i].kind, NULL, NULL, NULL, false, false, NULL};
-        cb_relay_callbacks.on_end(k, &end);
+        k->up->end(k, &end);
         return;
     }
-    s_to_session(k, m, kinds[i].kind, f);
+    cb_dispatch_to_session(k, m, kinds[i].kind, f);
 }
 
 /* ---- the table ------------------------------------------------------------------------ */
 
+/* One row per request type; a handler of another file is declared in that
+ * file's header (dispatch.h says how). */
 static const struct {
-    const char *msg_type; /* request type */
-    unsigned channels;    /* where it is accepted */
-    s_handler_fn handler; /* who answers */
+    const char *msg_type;   /* request type */
+    unsigned channels;      /* where it is accepted: CB_ON_SHELL | CB_ON_CONTROL */
+    cb_handler_fn *handler; /* who answers */
 } s_table[] = {
-    {"kernel_info_request", S_SHELL | S_CONTROL, s_kernel_info},
-    {"shutdown_request", S_SHELL | S_CONTROL, s_shutdown},
-    {"interrupt_request", S_CONTROL, s_interrupt},
-    {"execute_request", S_SHELL, s_execute},
-    {"complete_request", S_SHELL, s_assist},
-    {"inspect_request", S_SHELL, s_assist},
-    {"is_complete_request", S_SHELL, s_assist},
-    {"history_request", S_SHELL, s_history},
-    {"comm_info_request", S_SHELL, s_comm_info},
-    {"comm_open", S_SHELL, s_comm},
-    {"comm_msg", S_SHELL, s_comm},
-    {"comm_close", S_SHELL, s_comm},
-    {"connect_request", S_SHELL, s_connect},
+    {"kernel_info_request", CB_ON_SHELL | CB_ON_CONTROL, s_kernel_info},
+    {"shutdown_request", CB_ON_SHELL | CB_ON_CONTROL, s_shutdown},
+    {"interrupt_request", CB_ON_CONTROL, s_interrupt},
+    {"execute_request", CB_ON_SHELL, s_execute},
+    {"complete_request", CB_ON_SHELL, s_assist},
+    {"inspect_request", CB_ON_SHELL, s_assist},
+    {"is_complete_request", CB_ON_SHELL, s_assist},
+    {"history_request", CB_ON_SHELL, s_history},
+    {"comm_info_request", CB_ON_SHELL, s_comm_info},
+    {"comm_open", CB_ON_SHELL, s_comm},
+    {"comm_msg", CB_ON_SHELL, s_comm},
+    {"comm_close", CB_ON_SHELL, s_comm},
+    {"connect_request", CB_ON_SHELL, s_connect},
+    {"debug_request", CB_ON_CONTROL, cb_debug_kernel_request},
+    {"cellblock_network_request", CB_ON_CONTROL, cb_policy_network_request},
+    {"usage_request", CB_ON_CONTROL, cb_policy_usage_request},
+    /* checkpoints in place (snapshot.c, docs/SNAPSHOTS.md) */
+    {"cellblock_checkpoint_request", CB_ON_CONTROL, cb_snapshot_checkpoint},
+    {"cellblock_rollback_request", CB_ON_CONTROL, cb_snapshot_rollback},
+    {"cellblock_checkpoints_request", CB_ON_CONTROL, cb_snapshot_list},
+    {"cellblock_forget_request", CB_ON_CONTROL, cb_snapshot_forget},
+    {"cellblock_pause_request", CB_ON_CONTROL, cb_snapshot_pause},
 };
 
 void cb_dispatch(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
@@ -370,7 +394,7 @@ void cb_dispatch_abort_queued(cb_kernel_t *k) {
     /* Everything that has arrived by now is "queued"; pull it in. */
     while (k->q_len < CB_SHELL_QUEUE_MAX) {
         cb_msg_t m;
-        int rc = cb_server_recv(k, CB_CH_SHELL, &m);
+        int rc = s_recv(k, CB_CH_SHELL, &m);
         if (rc == 0) break;
         if (rc < 0) continue;
         size_t slot = (k->q_head + k->q_len) % CB_SHELL_QUEUE_MAX;
@@ -384,8 +408,8 @@ void cb_dispatch_abort_queued(cb_kernel_t *k) {
     if (k->q_len) LOG_I("stop_on_error: %zu queued request(s) examined for abort", k->q_len);
 }
 
-void cb_dispatch_pump_shell(cb_kernel_t *k) {
-    while (k->cur_kind == CB_REQ_NONE && !k->exiting && !k->congested) {
+static void s_pump_shell(cb_kernel_t *k) {
+    while (k->cur_kind == CB_REQ_NONE && !k->exiting && !cb_server_congested(k->srv)) {
         cb_msg_t m;
         bool abort = false;
         if (k->q_len > 0) {
@@ -395,27 +419,39 @@ void cb_dispatch_pump_shell(cb_kernel_t *k) {
             k->q_head = (k->q_head + 1) % CB_SHELL_QUEUE_MAX;
             k->q_len--;
         } else {
-            int rc = cb_server_recv(k, CB_CH_SHELL, &m);
+            int rc = s_recv(k, CB_CH_SHELL, &m);
             if (rc == 0) break;
             if (rc < 0) continue;
         }
         cb_dispatch(k, CB_CH_SHELL, &m, abort);
         cb_msg_clear(&m);
     }
-    cb_server_sync_shell(k);
+    cb_dispatch_sync_shell(k);
 }
 
 void cb_dispatch_done(cb_kernel_t *k) {
     cb_msg_clear(&k->cur);
     k->cur_kind = CB_REQ_NONE;
     k->ex_waiting_input = false;
-    cb_dispatch_pump_shell(k);
+    s_pump_shell(k);
 }
 
-void cb_dispatch_pump_stdin(cb_kernel_t *k) {
+static void s_serve_control(cb_kernel_t *k) {
     for (;;) {
         cb_msg_t m;
-        int rc = cb_server_recv(k, CB_CH_STDIN, &m);
+        int rc = s_recv(k, CB_CH_CONTROL, &m);
+        if (rc == 0) break;
+        if (rc < 0) continue;
+        cb_dispatch(k, CB_CH_CONTROL, &m, false);
+        cb_msg_clear(&m);
+        if (k->exiting) break;
+    }
+}
+
+static void s_pump_stdin(cb_kernel_t *k) {
+    for (;;) {
+        cb_msg_t m;
+        int rc = s_recv(k, CB_CH_STDIN, &m);
         if (rc == 0) return;
         if (rc < 0) continue;
         json_t *value = json_object_get(m.content, "value");
@@ -428,4 +464,23 @@ void cb_dispatch_pump_stdin(cb_kernel_t *k) {
         }
         cb_msg_clear(&m);
     }
+}
+
+void cb_dispatch_serve(cb_kernel_t *k, cb_channel_t ch) {
+    switch (ch) {
+    case CB_CH_SHELL: s_pump_shell(k); break;
+    case CB_CH_CONTROL: s_serve_control(k); break;
+    case CB_CH_STDIN: s_pump_stdin(k); break;
+    default: break;
+    }
+}
+
+void cb_dispatch_sync_shell(cb_kernel_t *k) {
+    cb_server_want_shell(k->srv, k->cur_kind == CB_REQ_NONE && !k->exiting);
+}
+
+void cb_dispatch_stop(cb_kernel_t *k) {
+    k->exiting = true;
+    cb_dispatch_sync_shell(k);
+    cb_server_stop(k->srv);
 }

@@ -90,9 +90,13 @@ typedef int (*s_unpack_fn)(json_t *root, cb_rframe_t *f, json_error_t *e);
 
 static int s_hello(json_t *r, cb_rframe_t *f, json_error_t *e) {
     f->u.hello.python_version = f->u.hello.shell = f->u.hello.shell_version = NULL;
-    return json_unpack_ex(r, e, 0, "{s:I, s?s, s?s, s?s}", "version", &f->u.hello.version,
-                          "python_version", &f->u.hello.python_version, "shell", &f->u.hello.shell,
-                          "shell_version", &f->u.hello.shell_version);
+    f->u.hello.cell_prefix = NULL;
+    f->u.hello.debugger = 0;
+    return json_unpack_ex(r, e, 0, "{s:I, s?s, s?s, s?s, s?s, s?b}", "version",
+                          &f->u.hello.version, "python_version", &f->u.hello.python_version,
+                          "shell", &f->u.hello.shell, "shell_version", &f->u.hello.shell_version,
+                          "cell_prefix", &f->u.hello.cell_prefix, "debugger",
+                          &f->u.hello.debugger);
 }
 
 static int s_bundle(json_t *r, cb_rframe_t *f, json_error_t *e) {
@@ -164,6 +168,30 @@ static int s_bad(json_t *r, cb_rframe_t *f, json_error_t *e) {
     return json_unpack_ex(r, e, 0, "{s:s}", "error", &f->u.bad.error);
 }
 
+static int s_ckpt(json_t *r, cb_rframe_t *f, json_error_t *e) {
+    f->u.ckpt.error = NULL;
+    f->u.ckpt.threads = 0;
+    return json_unpack_ex(r, e, 0, "{s:s, s?s, s?I}", "status", &f->u.ckpt.status, "error",
+                          &f->u.ckpt.error, "threads", &f->u.ckpt.threads);
+}
+
+static int s_resumed(json_t *r, cb_rframe_t *f, json_error_t *e) {
+    f->u.resumed.python_version = f->u.resumed.shell = f->u.resumed.shell_version = NULL;
+    f->u.resumed.cell_prefix = NULL;
+    f->u.resumed.debugger = 0;
+    return json_unpack_ex(r, e, 0, "{s:s, s?s, s?s, s?s, s?s, s?b}", "nonce",
+                          &f->u.resumed.nonce, "python_version", &f->u.resumed.python_version,
+                          "shell", &f->u.resumed.shell, "shell_version",
+                          &f->u.resumed.shell_version, "cell_prefix", &f->u.resumed.cell_prefix,
+                          "debugger", &f->u.resumed.debugger);
+}
+
+static int s_snapreq(json_t *r, cb_rframe_t *f, json_error_t *e) {
+    f->u.snapreq.name = NULL;
+    return json_unpack_ex(r, e, 0, "{s:s, s?s}", "op", &f->u.snapreq.op, "name",
+                          &f->u.snapreq.name);
+}
+
 static const struct {
     const char *name;   /* "type" member */
     size_t max_bytes;   /* largest encoded frame of this type */
@@ -202,6 +230,14 @@ static const struct {
     [CB_RF_COMM_MSG] = {"comm_msg", CB_RUNNER_FRAME_MAX, true, CB_WHEN_RUNNING, true, s_comm},
     [CB_RF_COMM_CLOSE] = {"comm_close", CB_FRAME_REPLY_MAX, true, CB_WHEN_RUNNING, true, s_comm},
     [CB_RF_COMM_DONE] = {"comm_done", CB_FRAME_SMALL_MAX, false, CB_WHEN_COMM, true, s_none},
+    /* checkpoints (session_snap.c decides when they are valid) */
+    [CB_RF_CHECKPOINT_REPLY] = {"checkpoint_reply", CB_FRAME_SMALL_MAX, false, CB_WHEN_RUNNING,
+                                true, s_ckpt},
+    [CB_RF_RESUMED] = {"resumed", CB_FRAME_SMALL_MAX, false, CB_WHEN_RUNNING | CB_WHEN_STARTING,
+                       false, s_resumed},
+    /* ordered: what the kernel prints for it keeps its place in the cell's output */
+    [CB_RF_SNAPSHOT_REQUEST] = {"snapshot_request", CB_FRAME_SMALL_MAX, true, CB_WHEN_EXECUTE,
+                                true, s_snapreq},
 };
 
 const char *cb_rframe_name(cb_rframe_type_t t) { return t < CB_RF_COUNT ? s_rows[t].name : "?"; }

@@ -55,6 +55,9 @@ typedef enum {
     CB_RF_COMM_MSG,
     CB_RF_COMM_CLOSE,
     CB_RF_COMM_DONE,
+    CB_RF_CHECKPOINT_REPLY, /* docs/SNAPSHOTS.md: the runner forked for a checkpoint */
+    CB_RF_RESUMED,          /* ... a parked copy took over after a rollback */
+    CB_RF_SNAPSHOT_REQUEST, /* ... a cell asks (%checkpoint, %rollback, %checkpoints) */
     CB_RF_COUNT,
 } cb_rframe_type_t;
 
@@ -77,6 +80,8 @@ typedef struct {
         struct {
             json_int_t version;
             const char *python_version, *shell, *shell_version;
+            const char *cell_prefix; /* the cells' file names start with it, or NULL */
+            int debugger;            /* the debugger can run (fd 4 open, debugpy found) */
         } hello;
         struct {
             json_t *data, *metadata, *transient; /* metadata/transient may be NULL */
@@ -117,6 +122,20 @@ typedef struct {
             json_t *data, *metadata;                           /* metadata may be NULL */
             json_t *buffers;                                   /* base64 strings, may be NULL */
         } comm;
+        struct {
+            const char *status; /* "ok" or "error" */
+            const char *error;  /* may be NULL */
+            json_int_t threads; /* threads of the sandbox's code the copy lacks (its word) */
+        } ckpt;
+        struct {
+            const char *nonce;                        /* the rollback's or the restore's */
+            const char *python_version, *shell, *shell_version; /* a restore's hello, or NULL */
+            const char *cell_prefix;                  /* ... as in hello, or NULL */
+            int debugger;                             /* ... as in hello */
+        } resumed;
+        struct {
+            const char *op, *name; /* name may be NULL */
+        } snapreq;
     } u;
 } cb_rframe_t;
 

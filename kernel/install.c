@@ -202,7 +202,7 @@ int cb_install_main(int argc, char **argv) {
         json_array_append_new(jargv, json_string(kargs[i]));
     json_auto_t *spec =
         json_pack("{s:O, s:s, s:s, s:s, s:{s:b, s:s}}", "argv", jargv, "display_name", dname,
-                  "language", "python", "interrupt_mode", "message", "metadata", "debugger", 0,
+                  "language", "python", "interrupt_mode", "message", "metadata", "debugger", 1,
                   "cellblock_version", CB_VERSION);
     free(o);
     if (spec == NULL || s_mkdirs(dir) < 0) {

@@ -4,7 +4,7 @@
  * posix_spawn with file actions is the only way a process is created here:
  * libzmq has threads running, so fork() in the kernel is off limits.  The
  * child ends of the pipes/sockets are first moved to fds >= CB_SPAWN_FD_MIN
- * so the dup2 actions onto 0-4 can never clobber one another; every other
+ * so the dup2 actions onto 0-5 can never clobber one another; every other
  * fd is O_CLOEXEC and vanishes at exec.
  */
 #include "kernel/launch.h"
@@ -13,12 +13,14 @@
 #include "isolate/cb_limits.h"
 #include "isolate/log.h"
 #include "isolate/util.h"
+#include "kernel/bounds.h"
 #include "kernel/options.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -27,20 +29,15 @@
 #include <time.h>
 
 #define CB_SPAWN_FD_MIN     10 /* child fds are parked here before dup2 */
-#define CB_SPAWN_FIXED_ARGS 6  /* argv[0], --python P, --runner R, NULL */
+#define CB_SPAWN_FIXED_ARGS 8  /* argv[0], --python P, --runner R, --resume-image I, NULL */
 #define CB_PASSED_FDS_MAX   4  /* fds accepted with one report datagram */
-
-int64_t cb_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#define CB_SPAWN_FDS        6  /* fds 0-5 of the launcher (docs/RUNNER_PROTOCOL.md) */
 
 void cb_launch_init(cb_launch_t *l) {
     memset(l, 0, sizeof *l);
     l->pid = -1;
     l->runner_pid = -1;
-    l->out_fd = l->err_fd = l->ev_fd = l->rep_fd = l->workdir_fd = -1;
+    l->out_fd = l->err_fd = l->ev_fd = l->rep_fd = l->workdir_fd = l->dbg_fd = -1;
     l->exit_code = l->exit_signal = -1;
 }
 
@@ -55,6 +52,7 @@ void cb_launch_close_fds(cb_launch_t *l) {
     s_close(&l->ev_fd);
     s_close(&l->rep_fd);
     s_close(&l->workdir_fd);
+    s_close(&l->dbg_fd);
 }
 
 static int s_park(int fd) {
@@ -67,6 +65,7 @@ static int s_park(int fd) {
 int cb_launch_spawn(cb_launch_t *r, const cb_launch_cfg_t *cfg) {
     cb_launch_init(r);
     int outp[2] = {-1, -1}, errp[2] = {-1, -1}, ev[2] = {-1, -1}, rep[2] = {-1, -1};
+    int dbg[2] = {-1, -1};
     int devnull = -1, rc = -1;
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
@@ -77,7 +76,8 @@ int cb_launch_spawn(cb_launch_t *r, const cb_launch_cfg_t *cfg) {
         goto out;
     }
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ev) < 0 ||
-        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rep) < 0) {
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rep) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dbg) < 0) {
         PLOG_E("socketpair");
         goto out;
     }
@@ -86,12 +86,12 @@ int cb_launch_spawn(cb_launch_t *r, const cb_launch_cfg_t *cfg) {
         PLOG_E("open(/dev/null)");
         goto out;
     }
-    int child[5] = {s_park(devnull), s_park(outp[1]), s_park(errp[1]), s_park(ev[1]),
-                    s_park(rep[1])};
-    devnull = outp[1] = errp[1] = ev[1] = rep[1] = -1;
-    for (int i = 0; i < 5; i++)
+    int child[CB_SPAWN_FDS] = {s_park(devnull), s_park(outp[1]), s_park(errp[1]),
+                               s_park(ev[1]),   s_park(rep[1]),  s_park(dbg[1])};
+    devnull = outp[1] = errp[1] = ev[1] = rep[1] = dbg[1] = -1;
+    for (int i = 0; i < CB_SPAWN_FDS; i++)
         if (child[i] < 0) {
-            for (int j = 0; j < 5; j++)
+            for (int j = 0; j < CB_SPAWN_FDS; j++)
                 if (child[j] >= 0) close(child[j]);
             goto out;
         }
@@ -102,11 +102,15 @@ int cb_launch_spawn(cb_launch_t *r, const cb_launch_cfg_t *cfg) {
     for (const char *const *e = cfg->extra; e && *e; e++) {
         if (argc + CB_SPAWN_FIXED_ARGS > sizeof argv / sizeof argv[0]) {
             LOG_E("too many launcher flags (more than %d): not starting", CB_OPTS_FWD_MAX);
-            for (int i = 0; i < 5; i++)
+            for (int i = 0; i < CB_SPAWN_FDS; i++)
                 close(child[i]);
             goto out;
         }
         argv[argc++] = *e;
+    }
+    if (cfg->resume != NULL) { /* docs/SNAPSHOTS.md: verified by the kernel, again by the launcher */
+        argv[argc++] = "--resume-image";
+        argv[argc++] = cfg->resume;
     }
     argv[argc++] = "--python";
     argv[argc++] = cfg->python;
@@ -117,7 +121,7 @@ int cb_launch_spawn(cb_launch_t *r, const cb_launch_cfg_t *cfg) {
 
     posix_spawn_file_actions_init(&fa);
     fa_ok = true;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < CB_SPAWN_FDS; i++)
         posix_spawn_file_actions_adddup2(&fa, child[i], i);
     posix_spawnattr_init(&attr);
     attr_ok = true;
@@ -133,7 +137,7 @@ int cb_launch_spawn(cb_launch_t *r, const cb_launch_cfg_t *cfg) {
 
     pid_t pid;
     int err = posix_spawn(&pid, cfg->launcher, &fa, &attr, (char *const *) argv, envp);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < CB_SPAWN_FDS; i++)
         close(child[i]);
     if (err != 0) {
         errno = err;
@@ -145,18 +149,20 @@ int cb_launch_spawn(cb_launch_t *r, const cb_launch_cfg_t *cfg) {
     r->err_fd = steal_fd(&errp[0]);
     r->ev_fd = steal_fd(&ev[0]);
     r->rep_fd = steal_fd(&rep[0]);
+    r->dbg_fd = steal_fd(&dbg[0]);
     cb_set_nonblock(r->out_fd, 1);
     cb_set_nonblock(r->err_fd, 1);
     cb_set_nonblock(r->ev_fd, 1);
     cb_set_nonblock(r->rep_fd, 1);
+    cb_set_nonblock(r->dbg_fd, 1);
     r->started_ms = cb_now_ms();
     LOG_I("launcher started, pid %d", (int) pid);
     rc = 0;
 out:
     if (fa_ok) posix_spawn_file_actions_destroy(&fa);
     if (attr_ok) posix_spawnattr_destroy(&attr);
-    int *fds[] = {&outp[0], &outp[1], &errp[0], &errp[1], &ev[0],
-                  &ev[1],   &rep[0],  &rep[1],  &devnull};
+    int *fds[] = {&outp[0], &outp[1], &errp[0], &errp[1], &ev[0], &ev[1],
+                  &rep[0],  &rep[1],  &dbg[0],  &dbg[1],  &devnull};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         s_close(fds[i]);
     return rc;
@@ -187,6 +193,10 @@ static void s_report(cb_launch_t *r, char *msg, size_t len, int passed_fd) {
             r->workdir_fd = passed_fd;
             passed_fd = -1;
         }
+    } else if (S_IS("waiting")) {
+        long ms = strtol(rest, NULL, 10);
+        if (ms > 0 && ms <= CB_RUNNER_WAIT_MAX_MS) r->wait_ms = ms;
+        LOG_I("the launcher waits up to %ld ms for a warm template before the runner starts", ms);
     } else if (S_IS("started")) {
         r->runner_pid = (pid_t) strtol(rest, NULL, 10);
     } else if (S_IS("exit")) {
@@ -200,6 +210,22 @@ static void s_report(cb_launch_t *r, char *msg, size_t len, int passed_fd) {
         if ((p = strstr(rest, "oom="))) r->oom = p[4] == '1';
         if ((p = strstr(rest, "reason="))) snprintf(r->reason, sizeof r->reason, "%s", p + 7);
         LOG_I("runner ended: %s", rest);
+    } else if (S_IS("net")) {
+        /* an answer to the network request kernel/netctl.c waits for: "SEQ LINE" */
+        char *end = NULL;
+        long long seq = strtoll(rest, &end, 10);
+        size_t ll = end && *end == ' ' ? strlen(end + 1) : 0;
+        if (seq == r->net_seq && ll > 0 && !r->net_done) {
+            const char *line = end + 1;
+            r->net_done = strcmp(line, "end") == 0 || strncmp(line, "ok", 2) == 0 ||
+                          strncmp(line, "error", 5) == 0;
+            if (strcmp(line, "end") != 0 && r->net_len + ll + 1 <= sizeof r->net_buf) {
+                memcpy(r->net_buf + r->net_len, line, ll + 1);
+                r->net_len += ll + 1;
+            }
+        }
+    } else if (S_IS("snap")) {
+        if (r->on_snap) r->on_snap(r->snap_ud, rest);
     } else if (S_IS("fatal")) {
         snprintf(r->fatal, sizeof r->fatal, "%s", rest);
         LOG_E("sandbox set-up failed: %s", rest);
@@ -247,6 +273,20 @@ int cb_launch_read_reports(cb_launch_t *r) {
         s_report(r, buf, (size_t) n, fd);
     }
     return -1;
+}
+
+int cb_launch_command_fd(cb_launch_t *l, int fd, const char *fmt, ...) {
+    char buf[CB_REPORT_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (l->rep_fd < 0 || n <= 0 || (size_t) n >= sizeof buf) return -1;
+    if (cb_send_with_fd(l->rep_fd, buf, (size_t) n, fd) < 0) {
+        PLOG_W("sending a command to the launcher");
+        return -1;
+    }
+    return 0;
 }
 
 void cb_launch_signal(cb_launch_t *l, int sig) {

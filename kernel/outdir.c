@@ -4,6 +4,7 @@
 #include "kernel/outdir.h"
 
 #include "isolate/cb_limits.h"
+#include "isolate/names.h"
 #include "isolate/util.h"
 
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -49,23 +51,21 @@ void cb_outdir_close(cb_outdir_t **self_p) {
     *self_p = NULL;
 }
 
-bool cb_outdir_name_ok(const char *rel) {
-    size_t len = strlen(rel);
-    if (len == 0 || len >= CB_PATH_MAX / 2 || rel[0] == '/') return false;
-    for (const char *s = rel; *s;) {
-        const char *e = strchr(s, '/');
-        size_t n = e ? (size_t) (e - s) : strlen(s);
-        if (n == 0 || s[0] == '.') return false; /* empty, ".", "..", hidden */
-        for (size_t i = 0; i < n; i++)
-            if ((unsigned char) s[i] < 0x20) return false;
-        s += n + (e ? 1 : 0);
-    }
+const char *cb_outdir_refusal(const char *rel, char *why, size_t why_len) {
+    cb_names_check_t c = cb_names_check_path(rel, strlen(rel));
+    if (c.verdict != CB_NAMES_OK) return cb_names_reason(&c, why, why_len);
     const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
     const char *dot = strrchr(base, '.');
-    if (dot == NULL || dot == base) return false;
-    for (size_t i = 0; i < sizeof s_exts / sizeof s_exts[0]; i++)
-        if (strcasecmp(dot + 1, s_exts[i]) == 0) return true;
-    return false;
+    if (dot != NULL && dot != base)
+        for (size_t i = 0; i < sizeof s_exts / sizeof s_exts[0]; i++)
+            if (strcasecmp(dot + 1, s_exts[i]) == 0) return NULL;
+    snprintf(why, why_len, "has no extension of a type cellblock saves (.png, .csv, .json, ...)");
+    return why;
+}
+
+bool cb_outdir_name_ok(const char *rel) {
+    char why[CB_NAMES_REASON_MAX];
+    return cb_outdir_refusal(rel, why, sizeof why) == NULL;
 }
 
 /* openat2 beneath dirfd, no symlinks; O_NOFOLLOW when openat2 is missing

@@ -7,18 +7,25 @@
  * frame's sequence number names, if it is among the last CB_RECENT_PARENTS,
  * else the last execute.  A silent execute broadcasts nothing of its own on
  * iopub (the messaging spec's "silent"): streams, displays, errors and
- * artifacts alike.
+ * artifacts alike.  Relay is the top layer: it calls dispatch (a request's
+ * end), the session and the server, and nothing calls it but through the
+ * callback tables it registers (cb_relay_callbacks, cb_relay_upcalls).
  */
-#include "kernel/core.h"
+#include "kernel/relay.h"
 
 #include "isolate/log.h"
+#include "kernel/debug_kernel.h"
+#include "kernel/dispatch.h"
+#include "kernel/jsonstr.h"
+#include "kernel/policy.h"
 
 #include <sodium.h>
 #include <string.h>
 
 #define S_INPUT_REFUSED "input was requested, but this frontend does not support input requests"
 
-void cb_relay_remember(cb_kernel_t *k, json_int_t seq, const json_t *header) {
+/* Remembers the parent of the execute (or comm) just handed to the session. */
+static void s_remember(cb_kernel_t *k, json_int_t seq, const json_t *header) {
     size_t i = k->recent_next;
     json_decref(k->recent[i].header);
     k->recent[i].seq = seq;
@@ -41,6 +48,11 @@ static const json_t *s_parent(const cb_kernel_t *k, bool late, json_int_t seq) {
     return k->last_parent;
 }
 
+/* Publishes a message of the sandbox's (paced by the server). */
+static void s_output(cb_kernel_t *k, const char *type, const json_t *parent, json_t *content) {
+    cb_server_publish_output(k->srv, type, parent, NULL, content, NULL, 0);
+}
+
 /* Output of the execute in flight while it is silent is not broadcast. */
 static bool s_quiet(const cb_kernel_t *k, bool late) {
     return !late && k->cur_kind == CB_REQ_EXECUTE && k->ex_silent;
@@ -49,17 +61,25 @@ static bool s_quiet(const cb_kernel_t *k, bool late) {
 static void s_on_stream(void *ud, int which, const char *text, size_t len, bool late) {
     cb_kernel_t *k = ud;
     const json_t *parent = s_parent(k, late, cb_session_runner_seq(k->session));
+    if (!late && k->cur_kind == CB_REQ_EXECUTE && cb_policy_costs(k))
+        cb_costs_stream(cb_policy_costs(k), which, len);
     if (parent == NULL || s_quiet(k, late)) return;
-    cb_server_publish_output(
-        k, "stream", parent,
-        json_pack("{s:s, s:s%}", "name", which ? "stderr" : "stdout", "text", text, len));
+    /* the text is valid UTF-8 (stream.c): its JSON is built in bulk (jsonstr.h) */
+    size_t n = 0;
+    char *content = cb_json_stream_content(which ? "stderr" : "stdout", text, len, &n);
+    if (content == NULL) {
+        LOG_W("out of memory: %zu bytes of output dropped", len);
+        return;
+    }
+    cb_server_publish_output_json(k->srv, "stream", parent, content, n);
 }
 
 static void s_on_notice(void *ud, const char *text, bool late) {
     cb_kernel_t *k = ud;
     const json_t *parent = s_parent(k, late, -1);
     if (parent == NULL || s_quiet(k, late)) return;
-    cb_server_publish(k, "stream", parent, json_pack("{s:s, s:s}", "name", "stderr", "text", text));
+    cb_server_publish(k->srv, "stream", parent,
+                      json_pack("{s:s, s:s}", "name", "stderr", "text", text));
 }
 
 static void s_input_request(cb_kernel_t *k, const cb_rframe_t *f) {
@@ -68,12 +88,10 @@ static void s_input_request(cb_kernel_t *k, const cb_rframe_t *f) {
         return;
     }
     /* discard stale replies, then ask the client that sent the execute_request */
-    zmsg_t *stale;
-    while ((stale = zmsg_recv(k->sock[CB_CH_STDIN])) != NULL)
-        zmsg_destroy(&stale);
+    cb_server_discard(k->srv, CB_CH_STDIN);
     k->ex_waiting_input = true;
     cb_server_reply(
-        k, CB_CH_STDIN, &k->cur, "input_request", NULL,
+        k->srv, CB_CH_STDIN, &k->cur, "input_request", NULL,
         json_pack("{s:s, s:b}", "prompt", f->u.input.prompt, "password", f->u.input.password));
 }
 
@@ -121,7 +139,8 @@ static void s_comm_out(cb_kernel_t *k, const cb_rframe_t *f, const json_t *paren
         ok++;
     }
     json_t *md = f->u.comm.metadata;
-    cb_server_publish_buffers(k, types[f->type], parent, md ? json_incref(md) : NULL, c, bufs, ok);
+    cb_server_publish_output(k->srv, types[f->type], parent, md ? json_incref(md) : NULL, c, bufs,
+                             ok);
     for (size_t i = 0; i < ok; i++)
         free(bin[i]);
 }
@@ -139,16 +158,19 @@ static void s_on_frame(void *ud, const cb_rframe_t *f, bool late) {
         return;
     }
     const json_t *parent = s_parent(k, late, f->seq);
+    bool shown = f->type == CB_RF_DISPLAY || f->type == CB_RF_UPDATE_DISPLAY ||
+                 f->type == CB_RF_EXECUTE_RESULT;
+    if (shown && !late && k->cur_kind == CB_REQ_EXECUTE && cb_policy_costs(k))
+        cb_costs_display(cb_policy_costs(k), f->bytes);
     if (parent == NULL || s_quiet(k, late)) return;
     json_t *md = f->u.bundle.metadata, *tr = f->u.bundle.transient;
     switch (f->type) {
     case CB_RF_DISPLAY:
     case CB_RF_UPDATE_DISPLAY:
-        cb_server_publish_output(
-            k, f->type == CB_RF_DISPLAY ? "display_data" : "update_display_data", parent,
-            json_pack("{s:O, s:o, s:o}", "data", f->u.bundle.data, "metadata",
-                      md ? json_incref(md) : json_object(), "transient",
-                      tr ? json_incref(tr) : json_object()));
+        s_output(k, f->type == CB_RF_DISPLAY ? "display_data" : "update_display_data", parent,
+                 json_pack("{s:O, s:o, s:o}", "data", f->u.bundle.data, "metadata",
+                           md ? json_incref(md) : json_object(), "transient",
+                           tr ? json_incref(tr) : json_object()));
         break;
     case CB_RF_EXECUTE_RESULT: {
         const char *tp = json_string_value(json_object_get(f->u.bundle.data, "text/plain"));
@@ -157,20 +179,20 @@ static void s_on_frame(void *ud, const cb_rframe_t *f, bool late) {
                 k->history, k->ex_shown, tp,
                 json_string_length(json_object_get(f->u.bundle.data, "text/plain")));
         k->ex_have_result = true;
-        cb_server_publish_output(k, "execute_result", parent,
-                                 json_pack("{s:i, s:O, s:o}", "execution_count", k->ex_shown,
-                                           "data", f->u.bundle.data, "metadata",
-                                           md ? json_incref(md) : json_object()));
+        json_t *c = json_pack("{s:i, s:O, s:o}", "execution_count", k->ex_shown, "data",
+                              f->u.bundle.data, "metadata", md ? json_incref(md) : json_object());
+        /* one sent with a display_id (kernel.session.send) keeps it */
+        if (c && json_object_size(tr) > 0) json_object_set(c, "transient", tr);
+        s_output(k, "execute_result", parent, c);
         break;
     }
     case CB_RF_CLEAR_OUTPUT:
-        cb_server_publish_output(k, "clear_output", parent,
-                                 json_pack("{s:b}", "wait", f->u.clear.wait));
+        s_output(k, "clear_output", parent, json_pack("{s:b}", "wait", f->u.clear.wait));
         break;
     case CB_RF_ERROR:
-        cb_server_publish_output(k, "error", parent,
-                                 json_pack("{s:s, s:s, s:O}", "ename", f->u.error.ename, "evalue",
-                                           f->u.error.evalue, "traceback", f->u.error.traceback));
+        s_output(k, "error", parent,
+                 json_pack("{s:s, s:s, s:O}", "ename", f->u.error.ename, "evalue",
+                           f->u.error.evalue, "traceback", f->u.error.traceback));
         break;
     default: LOG_W("relay: unexpected frame %s", cb_rframe_name(f->type)); break;
     }
@@ -180,9 +202,9 @@ static void s_on_artifact(void *ud, const json_t *bundle) {
     cb_kernel_t *k = ud;
     if (k->cur_kind != CB_REQ_EXECUTE || k->ex_silent) return;
     json_t *data = json_object_get(bundle, "data"), *meta = json_object_get(bundle, "metadata");
-    cb_server_publish_output(k, "display_data", k->cur.header,
-                             json_pack("{s:O, s:o, s:{}}", "data", data, "metadata",
-                                       meta ? json_incref(meta) : json_object(), "transient"));
+    s_output(k, "display_data", k->cur.header,
+             json_pack("{s:O, s:o, s:{}}", "data", data, "metadata",
+                       meta ? json_incref(meta) : json_object(), "transient"));
 }
 
 /* The sandbox ended: the comms it held are closed for the frontends. */
@@ -192,14 +214,14 @@ static void s_on_lost(void *ud) {
     size_t i;
     json_t *id;
     json_array_foreach(ids, i, id) cb_server_publish(
-        k, "comm_close", k->last_parent, json_pack("{s:O, s:{}}", "comm_id", id, "data"));
+        k->srv, "comm_close", k->last_parent, json_pack("{s:O, s:{}}", "comm_id", id, "data"));
 }
 
 static void s_on_gone(void *ud, const char *message) {
     cb_kernel_t *k = ud;
     if (k->last_parent == NULL || k->exiting) return;
     cb_server_publish(
-        k, "stream", k->last_parent,
+        k->srv, "stream", k->last_parent,
         json_pack("{s:s, s:s++}", "name", "stderr", "text", "[cellblock] ", message, "\n"));
 }
 
@@ -238,7 +260,7 @@ static void s_end_execute(cb_kernel_t *k, const cb_req_end_t *e) {
                  "[cellblock] the cell exceeded its time limit of %ld s (--timeout) and was "
                  "interrupted\n",
                  k->opts->c.timeout_s);
-        cb_server_publish(k, "stream", k->cur.header,
+        cb_server_publish(k->srv, "stream", k->cur.header,
                           json_pack("{s:s, s:s}", "name", "stderr", "text", note));
     }
     json_t *content = NULL;
@@ -258,7 +280,7 @@ static void s_end_execute(cb_kernel_t *k, const cb_req_end_t *e) {
         if (!ename) ename = "SandboxError", evalue = "the sandbox ended the cell";
         /* the kernel's own error message: never dropped, even under congestion */
         if (!k->ex_silent)
-            cb_server_publish(k, "error", k->cur.header,
+            cb_server_publish(k->srv, "error", k->cur.header,
                               json_pack("{s:s, s:s, s:[s]}", "ename", ename, "evalue", evalue,
                                         "traceback", evalue));
         content = json_pack("{s:s, s:i, s:s, s:s, s:[s], s:{}, s:[]}", "status", "error",
@@ -267,8 +289,9 @@ static void s_end_execute(cb_kernel_t *k, const cb_req_end_t *e) {
     }
     json_t *meta =
         json_pack("{s:s, s:b, s:s, s:s, s:{s:o}}", "started", k->ex_started, "dependencies_met", 1,
-                  "engine", k->wire.session, "status", ok ? "ok" : "error", "cellblock",
+                  "engine", cb_server_session(k->srv), "status", ok ? "ok" : "error", "cellblock",
                   "artifacts", e->artifacts ? json_incref(e->artifacts) : json_array());
+    cb_policy_execute_end(k, json_object_get(meta, "cellblock"), e->artifacts);
     /* stop_on_error: what has arrived by now is "queued" and gets aborted.
      * Take it before the reply goes out, so a request the client sends after
      * seeing this reply is never caught by the abort. */
@@ -279,7 +302,7 @@ static void s_end_execute(cb_kernel_t *k, const cb_req_end_t *e) {
                             k->exec_count, "ename", "KernelError", "evalue",
                             "the reply could not be built", "traceback");
     }
-    cb_server_reply(k, CB_CH_SHELL, &k->cur, "execute_reply", meta, content);
+    cb_server_reply(k->srv, CB_CH_SHELL, &k->cur, "execute_reply", meta, content);
 }
 
 static void s_end_assist(cb_kernel_t *k, const cb_req_end_t *e) {
@@ -314,7 +337,7 @@ static void s_end_assist(cb_kernel_t *k, const cb_req_end_t *e) {
                 c, "indent", json_string(f->u.is_complete.indent ? f->u.is_complete.indent : ""));
         break;
     }
-    cb_server_reply(k, CB_CH_SHELL, &k->cur, rtype, NULL, c);
+    cb_server_reply(k->srv, CB_CH_SHELL, &k->cur, rtype, NULL, c);
 }
 
 static void s_on_end(void *ud, const cb_req_end_t *e) {
@@ -324,16 +347,16 @@ static void s_on_end(void *ud, const cb_req_end_t *e) {
         s_end_execute(k, e);
     else if (e->kind != CB_REQ_COMM) /* comm messages have no reply */
         s_end_assist(k, e);
-    cb_server_status(k, k->cur.header, "idle");
+    cb_dispatch_status(k, k->cur.header, "idle");
     if (k->exit_after_reply) {
-        cb_server_stop(k);
+        cb_dispatch_stop(k);
         return;
     }
     cb_dispatch_done(k);
 }
 
 const cb_session_cbs_t cb_relay_callbacks = {
-    .on_ready = NULL,
+    .on_ready = cb_debug_kernel_on_ready,
     .on_stream = s_on_stream,
     .on_frame = s_on_frame,
     .on_artifact = s_on_artifact,
@@ -341,4 +364,12 @@ const cb_session_cbs_t cb_relay_callbacks = {
     .on_gone = s_on_gone,
     .on_notice = s_on_notice,
     .on_lost = s_on_lost,
+    .on_debug = cb_debug_kernel_on_message,
+};
+
+static void s_end_now(cb_kernel_t *k, const cb_req_end_t *e) { s_on_end(k, e); }
+
+const cb_upcalls_t cb_relay_upcalls = {
+    .sent = s_remember,
+    .end = s_end_now,
 };

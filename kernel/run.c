@@ -11,8 +11,10 @@
 #include "kernel/run.h"
 
 #include "artifacts/artifacts.h"
+#include "kernel/costs.h"
 #include "isolate/cb_limits.h"
 #include "isolate/log.h"
+#include "isolate/names.h"
 #include "isolate/util.h"
 #include "kernel/options.h"
 #include "kernel/outdir.h"
@@ -28,8 +30,9 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#define CB_RUN_CODE_MAX (16u << 20) /* bytes of a script */
-#define CB_RUN_NAME_MAX 256         /* bytes of a saved file's name */
+#define CB_RUN_CODE_MAX (16u << 20)              /* bytes of a script */
+#define CB_RUN_NAME_MAX 256                      /* bytes of a saved file's name */
+#define CB_RUN_USED_MAX (CB_NAMES_PATH_MAX + 16) /* a saved path with its "-NNN" variant */
 
 enum {
     CB_RUN_OK = 0,        /* script finished */
@@ -52,6 +55,8 @@ typedef struct {
     json_t *results;           /* Execution.results */
     json_t *out_log, *err_log; /* Execution.logs */
     json_t *error;             /* Execution.error or NULL */
+    cb_costs_t *costs;         /* what the run cost (kernel/costs.h) */
+    json_t *costs_json;        /* ... once it ended, for --json */
     int n_display;             /* displays saved */
     long timeout_s;            /* --timeout, for messages */
     bool finished;             /* the request ended */
@@ -104,12 +109,42 @@ static bool s_save(run_t *r, const char *rel, const char *mime, const json_t *v,
         data = txt;
         len = strlen(txt);
     }
-    if (cb_outdir_write(r->out, rel, data, len, used, used_len) < 0) {
-        fprintf(stderr, "[cellblock] not saving '%s': %s\n", rel, strerror(errno));
+    char why[CB_NAMES_REASON_MAX];
+    cb_autofree char *shown = cb_names_escape_dup(rel);
+    const char *refused = cb_outdir_refusal(rel, why, sizeof why);
+    if (refused != NULL || cb_outdir_write(r->out, rel, data, len, used, used_len) < 0) {
+        /* the name is the sandbox's: shown escaped, never raw */
+        fprintf(stderr, "[cellblock] not saving '%s': %s\n", shown ? shown : "?",
+                refused ? refused : strerror(errno));
         return false;
     }
-    if (!r->json) fprintf(stderr, "[cellblock] saved %s/%s\n", r->out_dir, used);
+    cb_autofree char *shown_used = cb_names_escape_dup(used);
+    if (!r->json)
+        fprintf(stderr, "[cellblock] saved %s/%s\n", r->out_dir, shown_used ? shown_used : "?");
     return true;
+}
+
+/* The raw bytes of a path the collector escaped for JSON (\xNN, \\; see
+ * artifacts_notice.c), so that the name policy judges, and the message
+ * shows, the name itself.  NULL on out of memory. */
+static char *s_unescape_meta(const char *path) {
+    size_t n = strlen(path);
+    char *raw = malloc(n + 1), *o = raw;
+    if (raw == NULL) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        if (path[i] == '\\' && path[i + 1] == '\\') {
+            *o++ = '\\';
+            i++;
+        } else if (path[i] == '\\' && path[i + 1] == 'x' && sscanf(path + i + 2, "%2x", &v) == 1) {
+            *o++ = (char) v;
+            i += 3;
+        } else {
+            *o++ = path[i];
+        }
+    }
+    *o = '\0';
+    return raw;
 }
 
 static const char *s_ext(const char *mime) {
@@ -152,6 +187,7 @@ static void s_result(run_t *r, const json_t *data, const json_t *meta, bool main
 static void s_on_stream(void *ud, int which, const char *text, size_t len, bool late) {
     (void) late;
     run_t *r = ud;
+    if (r->costs) cb_costs_stream(r->costs, which, len);
     if (r->json)
         json_array_append_new(which ? r->err_log : r->out_log, json_stringn(text, len));
     else
@@ -169,6 +205,7 @@ static void s_on_frame(void *ud, const cb_rframe_t *f, bool late) {
     case CB_RF_DISPLAY:
     case CB_RF_UPDATE_DISPLAY:
     case CB_RF_EXECUTE_RESULT:
+        if (r->costs) cb_costs_display(r->costs, f->bytes);
         s_result(r, f->u.bundle.data, f->u.bundle.metadata, f->type == CB_RF_EXECUTE_RESULT);
         break;
     case CB_RF_ERROR: {
@@ -198,11 +235,15 @@ static void s_on_artifact(void *ud, const json_t *bundle) {
     if (res == NULL) return;
     const char *path = json_string_value(json_object_get(art, "path"));
     const char *mime = json_string_value(json_object_get(art, "mime"));
-    char used[CB_PATH_MAX / 2] = "";
+    char used[CB_RUN_USED_MAX] = "";
     if (json_is_object(art)) {
         json_object_set(res, "artifact", art);
-        if (path && mime && !json_is_true(json_object_get(art, "path_escaped")))
-            (void) s_save(r, path, mime, json_object_get(data, mime), used, sizeof used);
+        cb_autofree char *raw = path && json_is_true(json_object_get(art, "path_escaped"))
+                                    ? s_unescape_meta(path)
+                                    : NULL;
+        if (path && mime)
+            (void) s_save(r, raw ? raw : path, mime, json_object_get(data, mime), used,
+                          sizeof used);
         json_object_set_new(res, "file_name", json_string(used[0] ? used : path ? path : ""));
     }
     json_array_append_new(r->results, res);
@@ -232,6 +273,7 @@ static void s_on_end(void *ud, const cb_req_end_t *e) {
     if (e->timed_out)
         fprintf(stderr, "[cellblock] time limit of %ld s reached (--timeout)\n", r->timeout_s);
     if (e->message) fprintf(stderr, "[cellblock] %s\n", e->message);
+    if (r->costs) r->costs_json = cb_costs_end(r->costs, r->session, e->artifacts);
     r->finished = true;
     cb_session_quit(r->session);
     zloop_timer(r->loop, 0, 1, s_stop, r);
@@ -328,9 +370,10 @@ static int s_read_code(const char *file, char **out) {
 }
 
 static void s_print_json(run_t *r) {
-    json_auto_t *ex = json_pack("{s:O, s:{s:O, s:O}, s:O?, s:i, s:i}", "results", r->results,
-                                "logs", "stdout", r->out_log, "stderr", r->err_log, "error",
-                                r->error, "execution_count", 1, "exit_code", r->status);
+    json_auto_t *ex =
+        json_pack("{s:O, s:{s:O, s:O}, s:O?, s:i, s:i, s:O?}", "results", r->results, "logs",
+                  "stdout", r->out_log, "stderr", r->err_log, "error", r->error, "execution_count",
+                  1, "exit_code", r->status, "costs", r->costs_json);
     if (ex) {
         json_dumpf(ex, stdout, JSON_INDENT(2));
         printf("\n");
@@ -389,6 +432,8 @@ int cb_run_main(int argc, char **argv) {
     r.session = cb_session_new(&cfg, &s_callbacks, &r, r.loop);
     zmq_pollitem_t sig = {NULL, r.sigfd, ZMQ_POLLIN, 0};
     if (r.session == NULL || zloop_poller(r.loop, &sig, s_on_signal, &r) < 0) goto out;
+    r.costs = cb_costs_new(strncmp(opts->c.network, "allow:", 6) == 0);
+    if (r.costs) cb_costs_begin(r.costs, r.session);
     /* a terminal or a CI log: plain tracebacks */
     json_t *ex = json_pack("{s:s, s:s, s:b, s:b, s:{}, s:b, s:i, s:s}", "type", "execute", "code",
                            code, "silent", 0, "store_history", 1, "user_expressions", "allow_stdin",
@@ -411,6 +456,8 @@ out:
     json_decref(r.out_log);
     json_decref(r.err_log);
     json_decref(r.error);
+    json_decref(r.costs_json);
+    cb_costs_destroy(&r.costs);
     free(code);
     free(opts);
     return r.status;

@@ -9,10 +9,10 @@
  * failed start, after a back-off, at most CB_SESSION_START_TRIES times in a
  * row.
  *
- * Intake (session_io.c): the runner's pipes and event socket are registered on the zloop
- * only while the session may read them: not paused by the caller, the frame
- * and byte buckets not empty, and at most one frame's worth of bytes
- * buffered.  A frame is handled only once the runner has read the ack of
+ * Intake (session_io.c; registered by session_loop.c): the runner's pipes
+ * and event socket are registered on the zloop only while the session may
+ * read them: not paused by the caller, the frame and byte buckets not
+ * empty, and at most one frame's worth of bytes buffered.  A frame is handled only once the runner has read the ack of
  * the previous ordered frame (a well-behaved runner always has: it waits for
  * it), so a runner that writes frames without reading its acks gets one
  * frame handled per ack it reads.  Before a frame is handled the pipes are
@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static void s_sync(cb_session_t *s);
 static void s_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ename, const char *msg,
                           bool setup);
 
@@ -52,7 +51,7 @@ bool cb_sio_pipes_current(const cb_session_t *s) {
 /* ---- frames to the runner ---------------------------------------------------------- */
 
 static void s_send_request(cb_session_t *s) {
-    if (s->req_frame == NULL || s->state != S_READY) return;
+    if (s->req_frame == NULL || s->state != S_READY || cb_sio_snap_blocks(s)) return;
     json_t *f = s->req_frame;
     s->req_frame = NULL;
     json_object_set_new(f, "seq", json_integer(s->seq));
@@ -61,6 +60,8 @@ static void s_send_request(cb_session_t *s) {
         s->deadline_ms = s->cfg->timeout_s > 0 ? now + s->cfg->timeout_s * 1000 : 0;
     else
         s->deadline_ms = now + CB_ASSIST_TIMEOUT_MS;
+    s->deadline_base = s->deadline_ms;
+    s->hold_at = s->held_ms = 0;
     if (cb_sio_send(s, f) < 0) {
         json_decref(f);
         s_end_request(s, NULL, "KernelError", "the request could not be handed to the sandbox",
@@ -77,19 +78,28 @@ void cb_sio_kill(cb_session_t *s, int sig) {
     if (s->state == S_STARTING || s->state == S_READY) s->state = S_DYING;
 }
 
-static int s_spawn(cb_session_t *s) {
+/* Spawns a launcher when the session is down: 0 (also when one is up), -1
+ * with the cause in s->fatal. */
+int cb_sio_spawn(cb_session_t *s) {
     if (s->state != S_DOWN || s->quitting) return s->state == S_DOWN ? -1 : 0;
     int64_t now = cb_now_ms();
     s->tried_ms = now;
     s->retry_at_ms = 0;
     cb_sio_reset(s, now);
-    cb_launch_cfg_t lc = {s->cfg->launcher, s->cfg->python, s->cfg->runner, s->cfg->launcher_args};
+    if (s->snap.refuse[0]) { /* an image that was to be resumed is refused: no other start */
+        snprintf(s->fatal, sizeof s->fatal, "%s", s->snap.refuse);
+        s->failures = CB_SESSION_START_TRIES;
+        return -1;
+    }
+    cb_launch_cfg_t lc = {s->cfg->launcher, s->cfg->python, s->cfg->runner, s->cfg->launcher_args,
+                          cb_sio_snap_start(s)};
     if (cb_launch_spawn(&s->proc, &lc) < 0) {
         snprintf(s->fatal, sizeof s->fatal, "could not start %.400s", s->cfg->launcher);
         s->failures++;
         return -1;
     }
     s->state = S_STARTING;
+    cb_sio_snap_spawned(s);
     return 0;
 }
 
@@ -137,8 +147,18 @@ static void s_gone(cb_session_t *s) {
     }
     LOG_W("sandbox ended: %s", how);
     s->failures = setup ? s->failures + 1 : 0;
+    bool had_debugger = s->proc.dbg_fd >= 0;
     cb_launch_close_fds(&s->proc);
+    cb_sdbg_reset(s);
     s->state = S_DOWN;
+    if (had_debugger && s->cbs.on_debug) s->cbs.on_debug(s->ud, NULL);
+    if (cb_sio_snap_gone(s)) { /* paused: nothing is lost, the next request resumes it */
+        s->failures = 0;
+        if (s->cfg->artifacts) cb_artifacts_reset(s->cfg->artifacts);
+        LOG_I("the sandbox ended after its pause");
+        if (s->req != CB_REQ_NONE && !s->quitting) (void) cb_sio_spawn(s); /* it asks to resume */
+        return;
+    }
     if (s->was_ready && s->cbs.on_lost) s->cbs.on_lost(s->ud);
     if (s->req != CB_REQ_NONE)
         s_end_request(s, NULL, ename, msg, setup);
@@ -147,7 +167,7 @@ static void s_gone(cb_session_t *s) {
     if (s->cfg->artifacts) cb_artifacts_reset(s->cfg->artifacts);
     if (s->quitting) return;
     if (!setup)
-        (void) s_spawn(s);
+        (void) cb_sio_spawn(s);
     else if (s->failures < CB_SESSION_START_TRIES)
         s->retry_at_ms = cb_now_ms() + ((int64_t) CB_SESSION_BACKOFF_MS << (s->failures - 1));
     else
@@ -177,10 +197,18 @@ static void s_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ena
     json_decref(s->req_frame);
     s->req_frame = NULL;
     s->deadline_ms = s->grace_ms = 0;
+    s->hold_at = 0;
     s->timed_out = s->waiting_input = false;
     cb_budget_init(&s->idle, CB_SESSION_IDLE_OUTPUT);
     if (s->cbs.on_end) s->cbs.on_end(s->ud, &e);
 }
+
+void cb_sio_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ename, const char *msg,
+                        bool setup) {
+    s_end_request(s, f, ename, msg, setup);
+}
+
+void cb_sio_send_request(cb_session_t *s) { s_send_request(s); }
 
 /* ---- frames from the runner ------------------------------------------------------------- */
 
@@ -192,11 +220,18 @@ static void s_hello(cb_session_t *s, const cb_rframe_t *f) {
         cb_sio_kill(s, SIGKILL);
         return;
     }
+    cb_sio_ready(s, f->u.hello.python_version, f->u.hello.shell, f->u.hello.shell_version,
+                 f->u.hello.cell_prefix, f->u.hello.debugger != 0);
+}
+
+void cb_sio_ready(cb_session_t *s, const char *pv, const char *shell, const char *sv,
+                  const char *cp, bool debugger) {
 #define S_FACT(dst, v) snprintf(dst, sizeof dst, "%.*s", (int) sizeof dst - 1, (v) ? (v) : "")
-    S_FACT(s->python_version, f->u.hello.python_version);
-    S_FACT(s->shell, f->u.hello.shell);
-    S_FACT(s->shell_version, f->u.hello.shell_version);
+    S_FACT(s->python_version, pv);
+    S_FACT(s->shell, shell);
+    S_FACT(s->shell_version, sv);
 #undef S_FACT
+    cb_sdbg_facts(s, cp, debugger);
     if (s->proc.isolation[0]) snprintf(s->isolation, sizeof s->isolation, "%s", s->proc.isolation);
     /* no cell has run: what the working dir holds now (a --workdir-source
      * folder) is the baseline, not artifacts; the workdir report came first */
@@ -231,6 +266,7 @@ void cb_sio_frame(cb_session_t *s, const cb_rframe_t *f) {
                     : s->req == CB_REQ_COMM                 ? CB_WHEN_COMM
                                                             : CB_WHEN_ASSIST;
     bool current = f->has_seq && f->seq == s->seq && when != CB_WHEN_IDLE;
+    if (cb_sio_snap_frame(s, f)) return; /* checkpoints: session_snap.c judges them */
     if (!(cb_rframe_when(f->type) & when)) goto refuse;
     switch (f->type) {
     case CB_RF_HELLO: s_hello(s, f); return;
@@ -246,6 +282,7 @@ void cb_sio_frame(cb_session_t *s, const cb_rframe_t *f) {
                                               [CB_RF_COMM_DONE] = CB_REQ_COMM};
         /* an answer for anything but the request in flight is refused */
         if (!current || kinds[f->type] != s->req) goto refuse;
+        if (cb_sio_snap_hold(s, f)) return; /* the cell asked for a checkpoint op first */
         s_end_request(s, f, NULL, NULL, false);
         return;
     }
@@ -272,137 +309,6 @@ void cb_sio_frame(cb_session_t *s, const cb_rframe_t *f) {
 refuse:
     LOG_W("refused a runner frame '%s' (seq %lld) not valid now", cb_rframe_name(f->type),
           (long long) f->seq);
-}
-
-/* ---- the loop ------------------------------------------------------------------------------ */
-
-static int s_on_fd(zloop_t *loop, zmq_pollitem_t *item, void *arg);
-static int s_on_timer(zloop_t *loop, int timer_id, void *arg);
-
-/* `now` is the caller's: the fds it registers and this deadline must see the
- * buckets at the same instant (read the clock twice and a refill between the
- * two leaves the event fd unpolled with no timer to wake it). */
-static int64_t s_next_deadline(cb_session_t *s, int64_t now) {
-    int64_t d = 0;
-#define S_MIN(x)                                                                                   \
-    do {                                                                                           \
-        int64_t x_ = (x);                                                                          \
-        if (x_ > 0 && (d == 0 || x_ < d)) d = x_;                                                  \
-    } while (0)
-    for (int i = 0; i < 2; i++)
-        if (s->streams[i].len > 0) S_MIN(s->streams[i].due_ms);
-    S_MIN(s->deadline_ms);
-    S_MIN(s->grace_ms);
-    S_MIN(s->retry_at_ms);
-    if (s->state == S_STARTING) S_MIN(s->proc.started_ms + CB_RUNNER_HELLO_TIMEOUT_MS);
-    if (s->state == S_DYING) S_MIN(s->proc.started_ms > 0 ? s->timer_at : 0);
-    /* frames are waiting for the runner to read its ack */
-    if (!s->paused && cb_sio_pending(s) > 0 && s->ack_pending) S_MIN(s->ack_check_ms);
-    /* the rate: the event fd is not polled while the bucket is empty, so its
-     * refill must wake the session even when nothing is buffered yet (the
-     * runner's next frame is still in the socket) */
-    if (!s->paused && !cb_bucket_ready(&s->frames, now))
-        S_MIN(now + cb_bucket_wait_ms(&s->frames, now));
-    if (!s->paused && !cb_bucket_ready(&s->bytes, now))
-        S_MIN(now + cb_bucket_wait_ms(&s->bytes, now));
-#undef S_MIN
-    return d;
-}
-
-static void s_register(cb_session_t *s, int slot, int fd, short events) {
-    zmq_pollitem_t *r = &s->reg[slot];
-    if (r->events != 0 && (r->fd != fd || r->events != events)) {
-        zloop_poller_end(s->loop, r);
-        r->events = 0;
-    }
-    if (events != 0 && r->events == 0) {
-        zmq_pollitem_t it = {NULL, fd, events, 0};
-        if (zloop_poller(s->loop, &it, s_on_fd, s) == 0) {
-            zloop_poller_set_tolerant(s->loop, &it);
-            *r = it;
-        }
-    }
-}
-
-/* Registers exactly the fds the session may read now, and its next deadline. */
-static void s_sync(cb_session_t *s) {
-    int64_t now = cb_now_ms();
-    bool bytes_ok = !s->paused && cb_bucket_ready(&s->bytes, now);
-    bool frames_ok = bytes_ok && cb_bucket_ready(&s->frames, now) &&
-                     cb_sio_pending(s) < CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR;
-    int fds[S_FD_COUNT] = {s->proc.out_fd, s->proc.err_fd, s->proc.ev_fd, s->proc.rep_fd};
-    short ev[S_FD_COUNT] = {
-        (short) (bytes_ok ? ZMQ_POLLIN : 0), (short) (bytes_ok ? ZMQ_POLLIN : 0),
-        (short) ((frames_ok ? ZMQ_POLLIN : 0) | (s->out_off < s->out_len ? ZMQ_POLLOUT : 0)),
-        ZMQ_POLLIN};
-    for (int i = 0; i < S_FD_COUNT; i++) /* ends first, so a reused fd number is never lost */
-        if (s->reg[i].events != 0 && (fds[i] < 0 || s->reg[i].fd != fds[i] || ev[i] == 0)) {
-            zloop_poller_end(s->loop, &s->reg[i]);
-            s->reg[i].events = 0;
-        }
-    for (int i = 0; i < S_FD_COUNT; i++)
-        if (fds[i] >= 0) s_register(s, i, fds[i], ev[i]);
-    int64_t d = s_next_deadline(s, now);
-    if (d == s->timer_at && s->timer_id >= 0) return;
-    if (s->timer_id >= 0) zloop_timer_end(s->loop, s->timer_id);
-    s->timer_id = -1;
-    s->timer_at = d;
-    if (d > 0) {
-        int64_t delay = d > now ? d - now : 0;
-        s->timer_id = zloop_timer(s->loop, (size_t) delay, 1, s_on_timer, s);
-    }
-}
-
-static int s_on_fd(zloop_t *loop, zmq_pollitem_t *item, void *arg) {
-    (void) loop;
-    cb_session_t *s = arg;
-    if (item->fd >= 0 && item->fd == s->proc.rep_fd) cb_launch_read_reports(&s->proc);
-    if (item->fd >= 0 && item->fd == s->proc.out_fd) cb_sio_read_pipe(s, 0, false);
-    if (item->fd >= 0 && item->fd == s->proc.err_fd) cb_sio_read_pipe(s, 1, false);
-    if (item->fd >= 0 && item->fd == s->proc.ev_fd) {
-        if (item->revents & ZMQ_POLLOUT) cb_sio_flush_out(s);
-        if (item->revents & (ZMQ_POLLIN | ZMQ_POLLERR)) cb_sio_read_events(s);
-    }
-    s_sync(s);
-    return 0;
-}
-
-static int s_on_timer(zloop_t *loop, int timer_id, void *arg) {
-    (void) loop;
-    cb_session_t *s = arg;
-    if (timer_id == s->timer_id) s->timer_id = -1, s->timer_at = 0; /* fired: gone */
-    int64_t now = cb_now_ms();
-    for (int i = 0; i < 2; i++)
-        if (cb_stream_due(&s->streams[i], now)) cb_sio_publish_stream(s, i, false);
-    if (s->deadline_ms && now >= s->deadline_ms) {
-        s->deadline_ms = 0;
-        if (s->req == CB_REQ_EXECUTE || s->req == CB_REQ_COMM) {
-            LOG_W("cell exceeded --timeout %ld s: interrupting", s->cfg->timeout_s);
-            s->timed_out = true;
-            s->grace_ms = now + CB_INTERRUPT_GRACE_MS;
-            cb_launch_signal(&s->proc, SIGINT);
-        } else if (s->req != CB_REQ_NONE) {
-            LOG_W("the runner did not answer a %d request in time", (int) s->req);
-            s_end_request(s, NULL, NULL, NULL, false);
-        }
-    }
-    if (s->grace_ms && now >= s->grace_ms) {
-        /* the kernel keeps this deadline alone: a stopped launcher cannot delay it */
-        LOG_W("cell ignored the interrupt: killing the sandbox");
-        s->grace_ms = 0;
-        cb_sio_kill(s, SIGKILL);
-    }
-    if (s->state == S_STARTING && now >= s->proc.started_ms + CB_RUNNER_HELLO_TIMEOUT_MS) {
-        LOG_E("runner did not say hello within %d ms: stopping it", CB_RUNNER_HELLO_TIMEOUT_MS);
-        snprintf(s->proc.reason, sizeof s->proc.reason, "no hello from the runner in time");
-        cb_sio_kill(s, SIGKILL);
-    }
-    if (s->state == S_DYING && s->timer_at == 0 && !s->proc.reaped)
-        cb_launch_signal(&s->proc, SIGKILL); /* SIGTERM was not enough */
-    if (s->retry_at_ms && now >= s->retry_at_ms) (void) s_spawn(s);
-    if (cb_sio_pending(s) > 0) cb_sio_process(s);
-    s_sync(s);
-    return 0;
 }
 
 /* ---- public ---------------------------------------------------------------------------------- */
@@ -443,6 +349,8 @@ void cb_session_destroy(cb_session_t **self_p) {
         if (s->reg[i].events != 0) zloop_poller_end(s->loop, &s->reg[i]);
     if (s->timer_id >= 0) zloop_timer_end(s->loop, s->timer_id);
     cb_launch_close_fds(&s->proc);
+    cb_sdbg_reset(s);
+    cb_sio_snap_fini(s);
     json_decref(s->req_frame);
     free(s->in);
     free(s->out);
@@ -451,8 +359,8 @@ void cb_session_destroy(cb_session_t **self_p) {
 }
 
 int cb_session_start(cb_session_t *s) {
-    int rc = s->state == S_DOWN && !s->retry_at_ms ? s_spawn(s) : 0;
-    s_sync(s);
+    int rc = s->state == S_DOWN && !s->retry_at_ms ? cb_sio_spawn(s) : 0;
+    cb_session_sync(s);
     return rc;
 }
 
@@ -468,9 +376,9 @@ int cb_session_request(cb_session_t *s, cb_req_kind_t kind, json_t *frame) {
             return -1; /* each cell gets the cause, no endless relaunching */
         }
         if (gave_up) s->failures = CB_SESSION_START_TRIES - 1; /* one more try */
-        if (s_spawn(s) < 0) {
+        if (cb_sio_spawn(s) < 0) {
             json_decref(frame);
-            s_sync(s);
+            cb_session_sync(s);
             return -1;
         }
     }
@@ -481,7 +389,7 @@ int cb_session_request(cb_session_t *s, cb_req_kind_t kind, json_t *frame) {
     if (kind == CB_REQ_EXECUTE || kind == CB_REQ_COMM)
         cb_budget_init(&s->cell, s->cfg->cell_output_max);
     s_send_request(s);
-    s_sync(s);
+    cb_session_sync(s);
     return 0;
 }
 
@@ -498,8 +406,9 @@ void cb_session_adopt(cb_session_t *s, pid_t pid, int out_fd, int err_fd, int ev
         if (fds[i] >= 0) cb_set_nonblock(fds[i], 1);
     s->proc.started_ms = cb_now_ms();
     s->state = S_STARTING;
+    cb_sio_snap_spawned(s);
     s->tried_ms = s->proc.started_ms;
-    s_sync(s);
+    cb_session_sync(s);
 }
 
 cb_req_kind_t cb_session_current(const cb_session_t *s) { return s->req; }
@@ -512,7 +421,7 @@ void cb_session_input_reply(cb_session_t *s, const char *value, const char *erro
     json_auto_t *f = value ? json_pack("{s:s, s:s}", "type", "input_reply", "value", value)
                            : json_pack("{s:s, s:s}", "type", "input_reply", "error", error);
     if (f) (void) cb_sio_send(s, f);
-    s_sync(s);
+    cb_session_sync(s);
 }
 
 void cb_session_interrupt(cb_session_t *s) {
@@ -521,14 +430,15 @@ void cb_session_interrupt(cb_session_t *s) {
 
 void cb_session_reap(cb_session_t *s) {
     if (s->proc.pid > 0 && s->state != S_DOWN && cb_launch_reap(&s->proc)) s_gone(s);
-    s_sync(s);
+    cb_session_sync(s);
 }
 
 void cb_session_pause(cb_session_t *s, bool paused) {
     if (s->paused == paused) return;
     s->paused = paused;
     if (!paused && cb_sio_pending(s) > 0) cb_sio_process(s);
-    s_sync(s);
+    if (!paused && cb_sdbg_pending(s)) cb_sdbg_process(s);
+    cb_session_sync(s);
 }
 
 void cb_session_quit(cb_session_t *s) {
@@ -542,3 +452,9 @@ const char *cb_session_python_version(const cb_session_t *s) { return s->python_
 const char *cb_session_shell(const cb_session_t *s) { return s->shell; }
 const char *cb_session_shell_version(const cb_session_t *s) { return s->shell_version; }
 uint64_t cb_session_dropped(const cb_session_t *s) { return s->dropped; }
+
+bool cb_session_ready(const cb_session_t *s) { return s->state == S_READY; }
+
+struct cb_launch *cb_session_launcher(cb_session_t *s) {
+    return s->proc.pid > 0 && !s->proc.reaped && s->proc.rep_fd >= 0 ? &s->proc : NULL;
+}

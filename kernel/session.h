@@ -20,6 +20,7 @@
 #ifndef CB_SESSION_H
 #define CB_SESSION_H
 
+#include "kernel/debug_dap.h"
 #include "kernel/frame.h"
 
 #include <czmq.h>
@@ -29,6 +30,7 @@
 #include <sys/types.h>
 
 struct cb_artifacts;
+struct cb_launch;
 
 typedef enum {
     CB_REQ_NONE,
@@ -84,6 +86,10 @@ typedef struct {
     /* The sandbox ended: whatever it held (comms) is gone.  Called before
      * the request in flight, if any, ends. */
     void (*on_lost)(void *ud);
+    /* A checked DAP response or event from the debugger's channel (m
+     * borrowed; events are charged to the budgets, both are paced), or NULL:
+     * the channel closed (the sandbox ended or broke it). */
+    void (*on_debug)(void *ud, const cb_dap_msg_t *m);
 } cb_session_cbs_t;
 
 typedef struct cb_session cb_session_t;
@@ -119,6 +125,8 @@ void cb_session_quit(cb_session_t *s);
 /* For tests (tests/unit/test_session.c): adopts a process and fds as if
  * they were a freshly spawned launcher's (fds are taken over, -1 = none). */
 void cb_session_adopt(cb_session_t *s, pid_t pid, int out_fd, int err_fd, int ev_fd, int rep_fd);
+/* ... and the debugger's channel (taken over). */
+void cb_session_adopt_debug(cb_session_t *s, int dbg_fd);
 
 /* Facts for banners, "" when unknown. */
 const char *cb_session_isolation(const cb_session_t *s);
@@ -128,5 +136,87 @@ const char *cb_session_shell(const cb_session_t *s);
 const char *cb_session_shell_version(const cb_session_t *s);
 /* Output dropped because a budget ran out, in bytes, since the sandbox started. */
 uint64_t cb_session_dropped(const cb_session_t *s);
+/* The running launcher (for kernel/netctl.c and the costs), NULL when none. */
+struct cb_launch *cb_session_launcher(cb_session_t *s);
+/* The runner said hello: the launcher is supervising, and answers requests. */
+bool cb_session_ready(const cb_session_t *s);
+
+/* ---- checkpoints in place (session_snap.c; docs/SNAPSHOTS.md) ----------------------
+ * The session runs one operation at a time with the sandbox's trusted agent
+ * (through the launcher) and the runner; requests wait meanwhile.  Ids are
+ * the caller's (the kernel keeps names, counts and times). */
+typedef enum {
+    CB_SNAP_NONE,
+    CB_SNAP_CHECKPOINT, /* a fork parked in the sandbox */
+    CB_SNAP_ROLLBACK,   /* back to one */
+    CB_SNAP_DROP,       /* forget one */
+    CB_SNAP_PAUSE,      /* the whole sandbox into an image on disk; the sandbox ends */
+} cb_snap_op_t;
+
+typedef struct {
+    cb_snap_op_t op;     /* what finished */
+    long id;             /* of which checkpoint */
+    bool ok;             /* it worked */
+    const char *why;     /* else why, for the user */
+    bool sandbox_lost;   /* a rollback failed half-way: the sandbox was replaced */
+    bool in_cell;        /* asked for by the cell in flight, whose reply waits for it */
+    uint64_t bytes;      /* checkpoint: bytes of its files; pause: of the image */
+    uint32_t files;      /* ... and their number */
+    long threads;        /* checkpoint: threads of the code the copy lacks (the runner's word) */
+    int ended;           /* rollback: processes of the sandbox it ended */
+    bool ended_request;  /* rollback: it ended the request in flight */
+} cb_snap_result_t;
+
+typedef struct {
+    void (*on_done)(void *ud, const cb_snap_result_t *r);
+    /* A checkpoint is gone (id 0: all of them, the sandbox ended). */
+    void (*on_lost)(void *ud, long id, const char *why);
+    /* The cell in flight asks for an operation (a snapshot_request frame):
+     * the callee may answer with cb_session_snap_after_cell. */
+    void (*on_request)(void *ud, const cb_rframe_t *f);
+} cb_snap_cbs_t;
+
+void cb_session_snap_attach(cb_session_t *s, const cb_snap_cbs_t *cbs, void *ud);
+/* Starts op on checkpoint id.  0 started (on_done follows), -1 not now, with why. */
+int cb_session_snap(cb_session_t *s, cb_snap_op_t op, long id, char *why, size_t why_len);
+/* Runs op once the cell in flight has ended, before its end is reported. */
+void cb_session_snap_after_cell(cb_session_t *s, cb_snap_op_t op, long id);
+/* The cell in flight asked for an operation that cannot be done: it ends
+ * with a CheckpointError saying why (copied). */
+void cb_session_snap_refuse_cell(cb_session_t *s, const char *why);
+bool cb_session_snap_busy(const cb_session_t *s);
+/* 1 available, 0 not (cb_session_snap_why says why), -1 not known yet. */
+int cb_session_snap_available(const cb_session_t *s);
+const char *cb_session_snap_why(const cb_session_t *s);
+/* 1 the sandbox can be paused into an image, else 0 (-1 not known yet). */
+int cb_session_snap_pausable(const cb_session_t *s);
+/* Pauses the sandbox (the runner idle) into the image directory dir, open
+ * at fd (borrowed, kept until on_done): the tier writes it, the launcher
+ * seals it, the sandbox ends, and the next start resumes from it.  0
+ * started (on_done: CB_SNAP_PAUSE), -1 with why. */
+int cb_session_snap_pause(cb_session_t *s, const char *id, const char *dir, int fd, char *why,
+                          size_t why_len);
+/* The next sandbox is started from this verified image directory. */
+void cb_session_resume_from(cb_session_t *s, const char *dir);
+/* No sandbox is started, ever, and every request says why (an image that
+ * was to be resumed is refused). */
+void cb_session_refuse_start(cb_session_t *s, const char *why);
+/* The debugger's channel (docs/RUNNER_PROTOCOL.md section 4, session_dbg.c).
+ * True while a sandbox (started, or starting) has it. */
+bool cb_session_debug_open(const cb_session_t *s);
+/* Queues one DAP request (borrowed) for the runner.  0 ok, -1 no channel,
+ * too large, or too much queued already. */
+int cb_session_debug_send(cb_session_t *s, const json_t *msg);
+/* From the hello: the cells' file prefix ("" before it), and whether the
+ * runner can run the debugger. */
+const char *cb_session_cell_prefix(const cb_session_t *s);
+bool cb_session_debugger(const cb_session_t *s);
+/* A sandbox is starting: its hello (and so its cell prefix) is still to come. */
+bool cb_session_starting(const cb_session_t *s);
+/* The execute in flight is stopped at a breakpoint (true) or runs again:
+ * its --timeout clock pauses meanwhile, for CB_DEBUG_HOLD_MAX_MS in all. */
+void cb_session_hold_deadline(cb_session_t *s, bool hold);
+/* A rollback replaced the runner: partial debugger frames either way are dropped. */
+void cb_session_debug_resync(cb_session_t *s);
 
 #endif

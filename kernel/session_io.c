@@ -170,11 +170,15 @@ void cb_sio_reset(cb_session_t *s, int64_t now) {
     cb_budget_init(&s->idle, CB_SESSION_IDLE_OUTPUT);
     cb_budget_init(&s->life, CB_SESSION_OUTPUT_MAX);
     s->dropped = 0;
+    cb_sdbg_reset(s);
+    s->cell_prefix[0] = '\0';
+    s->debugger = false;
 }
 
 /* Handles buffered frames while allowed. */
 void cb_sio_process(cb_session_t *s) {
     while (cb_sio_pending(s) > 0 && !s->broke[0] && s->state != S_DOWN && !s->paused) {
+        if (!cb_sio_snap_resync(s)) break; /* a rollback: the old runner's bytes go */
         if (cb_sio_ack_unread(s)) break;
         const uint8_t *body;
         size_t blen, used;
@@ -220,34 +224,43 @@ void cb_sio_process(cb_session_t *s) {
     }
 }
 
+ssize_t cb_sio_read_chunk(int fd, uint8_t **buf, size_t *len, size_t *cap, size_t max) {
+    size_t want = *len + CB_FRAME_IN_CHUNK;
+    if (want > max) return -2; /* a whole frame is buffered: handle it first */
+    if (*cap < want) {
+        uint8_t *n = realloc(*buf, want);
+        if (n == NULL) return -1;
+        *buf = n;
+        *cap = want;
+    }
+    ssize_t got;
+    do
+        got = read(fd, *buf + *len, CB_FRAME_IN_CHUNK);
+    while (got < 0 && errno == EINTR);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -1;
+    if (got < 0) return -3;
+    if (got == 0) return 0;
+    *len += (size_t) got;
+    return got;
+}
+
 void cb_sio_read_events(cb_session_t *s) {
     if (s->in_off > 0) {
         memmove(s->in, s->in + s->in_off, s->in_len - s->in_off);
         s->in_len -= s->in_off;
         s->in_off = 0;
     }
-    size_t want = s->in_len + CB_FRAME_IN_CHUNK;
-    size_t cap = CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR + CB_FRAME_IN_CHUNK;
-    if (want > cap) return; /* a whole frame is buffered: handle it first */
-    if (s->in_cap < want) {
-        uint8_t *n = realloc(s->in, want);
-        if (n == NULL) return;
-        s->in = n;
-        s->in_cap = want;
-    }
-    ssize_t got;
-    do
-        got = read(s->proc.ev_fd, s->in + s->in_len, CB_FRAME_IN_CHUNK);
-    while (got < 0 && errno == EINTR);
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (got <= 0) {
+    ssize_t got = cb_sio_read_chunk(s->proc.ev_fd, &s->in, &s->in_len, &s->in_cap,
+                                    CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR + CB_FRAME_IN_CHUNK);
+    if (got == -1 || got == -2) return;
+    if (got == 0 || got == -3) {
         LOG_I("runner closed its event socket");
         cb_sio_process(s);
         close(s->proc.ev_fd);
         s->proc.ev_fd = -1;
+        if (s->snap.op == CB_SNAP_PAUSE) return; /* the pause stopped it: the tier reports */
         cb_sio_kill(s, SIGTERM);
         return;
     }
-    s->in_len += (size_t) got;
     cb_sio_process(s);
 }

@@ -1,8 +1,10 @@
 /*
- * session_priv.h - the session driver's state, shared by its two files:
- * session.c (the sandbox's life, requests, deadlines, the loop) and
+ * session_priv.h - the session driver's state, shared by its files:
+ * session.c (the sandbox's life, requests, the runner's frames),
+ * session_loop.c (the fds polled and the deadlines on the zloop),
  * session_io.c (reading the runner under pacing and budgets, the ack
- * discipline, writing frames).  Nothing else includes it.
+ * discipline, writing frames), session_dbg.c (the debugger's channel) and
+ * session_snap.c (checkpoints).  Nothing else includes it.
  */
 #ifndef CB_SESSION_PRIV_H
 #define CB_SESSION_PRIV_H
@@ -12,11 +14,45 @@
 #include "kernel/pace.h"
 #include "kernel/session.h"
 #include "kernel/stream.h"
+#include "isolate/snap_limits.h"
 
 #define S_FACT_MAX 64 /* bytes of a fact from hello (versions, shell name) */
 
 typedef enum { S_DOWN, S_STARTING, S_READY, S_DYING } s_state_t;
-enum { S_FD_OUT, S_FD_ERR, S_FD_EV, S_FD_REP, S_FD_COUNT };
+
+/* A checkpoint operation in progress (session_snap.c). */
+typedef struct {
+    const cb_snap_cbs_t *cbs;          /* the caller's, NULL = none attached */
+    void *ud;                          /* their argument */
+    int available;                     /* the agent said: 1 ready, 0 unavailable, -1 not yet */
+    char why[CB_SNAP_WHY_MAX];         /* ... why not */
+    cb_snap_op_t op;                   /* in progress, CB_SNAP_NONE = none */
+    long id;                           /* its checkpoint */
+    json_int_t seq;                    /* checkpoint: the runner's request number */
+    int phase;                         /* session_snap.c's S_PH_* */
+    int64_t deadline_ms;               /* it fails then */
+    bool runner_done, agent_done;      /* checkpoint: both sides answered */
+    bool in_cell;                      /* the cell in flight asked for it */
+    cb_snap_result_t res;              /* what on_done will say */
+    char fail[CB_SNAP_WHY_MAX];        /* the failure's reason (res.why points here) */
+    char nonce[CB_SNAP_NONCE_HEX + 1]; /* rollback: the frame the resumed copy sends */
+    uint8_t *pattern;                  /* ... its exact bytes, scanned for */
+    size_t pattern_len;                /* their length */
+    cb_snap_op_t after_op;             /* asked by the cell in flight: run at its end */
+    long after_id;                     /* ... on this checkpoint */
+    bool after_refused;                /* ... or it asked for one refused (why in fail) */
+    cb_rframe_t held;                  /* that cell's done, held meanwhile (root owned) */
+    int pausable;                      /* the tier said it can write an image: 1 */
+    bool paused;                       /* the sandbox ended for a pause: start anew only on demand */
+    char resume_dir[CB_PATH_MAX];      /* start the next sandbox from this image, "" = none */
+    bool resuming;                     /* the sandbox now starting is restored from it */
+    bool clone;                        /* this sandbox came from an image (reseed after rollbacks) */
+    char pause_id[CB_IMAGE_ID_HEX + 1]; /* pause: the image being written */
+    char pause_dir[CB_PATH_MAX];       /* ... its directory */
+    int pause_fd;                      /* ... open (the caller's) */
+    char refuse[CB_LAUNCH_TEXT_MAX];   /* no start at all, and why ("" = starts) */
+} s_snap_t;
+enum { S_FD_OUT, S_FD_ERR, S_FD_EV, S_FD_REP, S_FD_DBG, S_FD_COUNT };
 
 struct cb_session {
     const cb_session_cfg_t *cfg;        /* borrowed */
@@ -59,6 +95,17 @@ struct cb_session {
     int failures;                       /* failed starts in a row */
     int64_t retry_at_ms;                /* next start after a failure, 0 = none */
     int64_t tried_ms;                   /* last start */
+    s_snap_t snap;                      /* checkpoints in place (session_snap.c) */
+    /* the debugger's channel (session_dbg.c) */
+    uint8_t *dbg_in;                       /* bytes read, not yet handled */
+    size_t dbg_in_len, dbg_in_cap;         /* used / allocated */
+    uint8_t *dbg_out;                      /* frames to write */
+    size_t dbg_out_len, dbg_out_off;       /* queued / written */
+    char cell_prefix[CB_CELL_PREFIX_MAX];  /* from hello */
+    bool debugger;                         /* from hello */
+    int64_t deadline_base;                 /* the execute's deadline before holds */
+    int64_t hold_at;                       /* stopped at a breakpoint since, 0 = not */
+    int64_t held_ms;                       /* the execute's time held so far */
 };
 
 /* Event bytes read and not yet handled. */
@@ -77,6 +124,45 @@ void cb_sio_send_ack(cb_session_t *s);
 bool cb_sio_ack_unread(cb_session_t *s);
 void cb_sio_process(cb_session_t *s);
 void cb_sio_read_events(cb_session_t *s);
+/* One read of up to CB_FRAME_IN_CHUNK bytes from fd onto *buf (grown up to
+ * max bytes): >0 bytes appended to *len, 0 end of file, -1 nothing now
+ * (EAGAIN, out of memory), -2 full (handle what is there), -3 a read error. */
+ssize_t cb_sio_read_chunk(int fd, uint8_t **buf, size_t *len, size_t *cap, size_t max);
+
+/* session_snap.c */
+void cb_sio_snap_spawned(cb_session_t *s);       /* a launcher was just spawned */
+bool cb_sio_snap_gone(cb_session_t *s);          /* the sandbox ended; true: for a pause */
+const char *cb_sio_snap_start(cb_session_t *s); /* before a spawn: an image to resume, or NULL */
+bool cb_sio_snap_blocks(const cb_session_t *s);  /* requests must wait */
+bool cb_sio_snap_frame(cb_session_t *s, const cb_rframe_t *f); /* true: it was the agent's */
+bool cb_sio_snap_hold(cb_session_t *s, const cb_rframe_t *f);  /* a done held for an op */
+bool cb_sio_snap_resync(cb_session_t *s);        /* false: input discarded, wait */
+int64_t cb_sio_snap_deadline(const cb_session_t *s);
+void cb_sio_snap_tick(cb_session_t *s, int64_t now);
+void cb_sio_snap_fini(cb_session_t *s);
+
+/* session.c */
+/* The runner is up (its hello, or a restored runner's resumed): facts for the banner. */
+void cb_sio_ready(cb_session_t *s, const char *python_version, const char *shell,
+                  const char *shell_version, const char *cell_prefix, bool debugger);
+void cb_sio_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ename, const char *msg,
+                        bool setup);
+void cb_sio_send_request(cb_session_t *s);
+/* A launcher spawned when the session is down: 0 (or one is up), -1 with
+ * the cause in s->fatal. */
+int cb_sio_spawn(cb_session_t *s);
+
+/* session_dbg.c */
+void cb_sdbg_read(cb_session_t *s);
+void cb_sdbg_process(cb_session_t *s);
+void cb_sdbg_flush(cb_session_t *s);
+void cb_sdbg_reset(cb_session_t *s);
+void cb_sdbg_facts(cb_session_t *s, const char *cell_prefix, bool debugger); /* hello's */
+bool cb_sdbg_pending(const cb_session_t *s);
+
+/* session_loop.c: registers exactly the fds the session may read now, and
+ * its next deadline */
+void cb_session_sync(cb_session_t *s);
 
 /* session.c */
 bool cb_sio_in_exec(const cb_session_t *s);

@@ -14,6 +14,7 @@
 #define S_REPLACEMENT     "\xef\xbf\xbd" /* U+FFFD */
 #define S_REPLACEMENT_LEN 3
 #define S_UTF8_EXPANSION  3 /* an invalid byte becomes 3 bytes of U+FFFD */
+#define S_HIGH_BITS       0x8080808080808080ull /* the top bit of each of 8 bytes */
 
 void cb_stream_reset(cb_stream_t *s) {
     s->len = 0;
@@ -36,6 +37,12 @@ char *cb_utf8_clean(const uint8_t *in, size_t len, bool final, size_t *used, siz
         uint32_t min;
         if (c < 0x80) {
             size_t run = 1;
+            uint64_t w;
+            while (i + run + sizeof w <= len) { /* eight at a time */
+                memcpy(&w, in + i + run, sizeof w);
+                if (w & S_HIGH_BITS) break;
+                run += sizeof w;
+            }
             while (i + run < len && in[i + run] < 0x80)
                 run++;
             memcpy(out + o, in + i, run); /* ASCII runs: the common case */

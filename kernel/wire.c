@@ -166,6 +166,9 @@ void cb_wire_ctx_init(cb_wire_ctx_t *ctx, cb_auth_t *auth) {
     ctx->version = "5.3";
     atomic_init(&ctx->queued_bytes, 0);
     atomic_init(&ctx->queued_msgs, 0);
+    ctx->pub_sent_msgs = ctx->pub_sent_bytes = 0;
+    atomic_init(&ctx->pub_released_msgs, 0);
+    atomic_init(&ctx->pub_released_bytes, 0);
 }
 
 /* A serialised part lent to ZMQ: freed, and uncounted, when ZMQ is done. */
@@ -173,20 +176,33 @@ typedef struct {
     cb_wire_ctx_t *ctx; /* whose counters */
     size_t len;         /* bytes counted */
     bool last;          /* the content part: counts the message */
+    uint64_t pub_seq;   /* last part of a PUB message: its number in the ledger, else 0 */
+    uint64_t pub_bytes; /* ... and pub_sent_bytes after it */
 } s_lent_t;
 
+static void s_atomic_max(_Atomic uint64_t *v, uint64_t x) {
+    uint64_t cur = atomic_load(v);
+    while (cur < x && !atomic_compare_exchange_weak(v, &cur, x)) {
+    }
+}
+
+/* Runs in whichever thread drops ZMQ's last reference: its I/O thread, or ours. */
 static void s_lent_free(void *data, void *hint) {
     s_lent_t *l = hint;
     atomic_fetch_sub(&l->ctx->queued_bytes, l->len);
     if (l->last) atomic_fetch_sub(&l->ctx->queued_msgs, 1);
+    if (l->pub_seq) {
+        s_atomic_max(&l->ctx->pub_released_msgs, l->pub_seq);
+        s_atomic_max(&l->ctx->pub_released_bytes, l->pub_bytes);
+    }
     free(data);
     free(l);
 }
 
-/* Sends bytes (a json_dumps result, stolen) as one part without copying. */
-static int s_send_lent(void *raw, const cb_wire_ctx_t *cctx, char *bytes, bool last, bool more) {
-    cb_wire_ctx_t *ctx = (cb_wire_ctx_t *) cctx; /* only its atomic counters change */
-    size_t len = strlen(bytes);
+/* Sends bytes (len of them, malloc'd, stolen) as one part without copying;
+ * pub_seq != 0 marks the last part of a PUB message (the ledger). */
+static int s_send_lent(void *raw, cb_wire_ctx_t *ctx, char *bytes, size_t len, bool last,
+                       bool more, uint64_t pub_seq) {
     s_lent_t *l = malloc(sizeof *l);
     zmq_msg_t m;
     if (l == NULL || zmq_msg_init_data(&m, bytes, len, s_lent_free, l) < 0) {
@@ -194,7 +210,7 @@ static int s_send_lent(void *raw, const cb_wire_ctx_t *cctx, char *bytes, bool l
         free(bytes);
         return -1;
     }
-    *l = (s_lent_t){ctx, len, last};
+    *l = (s_lent_t){ctx, len, last, pub_seq, ctx->pub_sent_bytes};
     atomic_fetch_add(&ctx->queued_bytes, len);
     if (last) atomic_fetch_add(&ctx->queued_msgs, 1);
     int rc = zmq_msg_send(&m, raw, more ? ZMQ_DONTWAIT | ZMQ_SNDMORE : ZMQ_DONTWAIT);
@@ -206,52 +222,55 @@ static int s_send_copy(void *raw, const void *data, size_t len) {
     return zmq_send(raw, data, len, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0 ? -1 : 0;
 }
 
-int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
+int cb_wire_send(cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
                  const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
                  json_t *content) {
     return cb_wire_send_ex(ctx, sock, idents, n_idents, topic, msg_type, parent, metadata, content,
                            NULL, 0);
 }
 
-int cb_wire_send_ex(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents,
-                    size_t n_idents, const char *topic, const char *msg_type, const json_t *parent,
-                    json_t *metadata, json_t *content, const cb_wire_buf_t *buffers,
-                    size_t n_buffers) {
+/* Signs and sends one message whose content is already serialised (content:
+ * content_len bytes, malloc'd, stolen); metadata is stolen too. */
+static int s_send(cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
+                  const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
+                  char *content, size_t content_len, const cb_wire_buf_t *buffers,
+                  size_t n_buffers) {
     json_auto_t *meta = metadata ? metadata : json_object();
-    json_auto_t *cont = content;
-    if (cont == NULL) {
-        LOG_E("%s: no content (a failed json_pack?): not sent", msg_type);
-        return -1;
-    }
     char msg_id[37], date[32];
     cb_uuid(msg_id);
     cb_iso_now(date);
     json_auto_t *header = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", msg_id, "session",
                                     ctx->session, "username", ctx->username, "date", date,
                                     "msg_type", msg_type, "version", ctx->version);
-    char *bytes[4] = {NULL, NULL, NULL, NULL};
+    char *bytes[4] = {NULL, NULL, NULL, content};
     int rc = -1;
     if (header == NULL || meta == NULL) goto out;
     bytes[0] = json_dumps(header, JSON_COMPACT);
     bytes[1] = parent ? json_dumps(parent, JSON_COMPACT) : strdup("{}");
     bytes[2] = json_dumps(meta, JSON_COMPACT);
-    bytes[3] = json_dumps(cont, JSON_COMPACT);
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 3; k++)
         if (bytes[k] == NULL) {
             LOG_E("json_dumps failed for %s", msg_type);
             goto out;
         }
     cb_auth_part_t parts[4];
     for (int k = 0; k < 4; k++)
-        parts[k] = (cb_auth_part_t){bytes[k], strlen(bytes[k])};
+        parts[k] = (cb_auth_part_t){bytes[k], k == 3 ? content_len : strlen(bytes[k])};
     char sig[CB_WIRE_SIG_HEX_LEN + 1];
     cb_auth_sign(ctx->auth, parts, sig);
 
     void *raw = zsock_resolve(sock);
+    bool pub = zsock_type(sock) == ZMQ_PUB;
+    uint64_t pub_seq = 0;
+    if (pub) {
+        pub_seq = ++ctx->pub_sent_msgs;
+        for (int k = 0; k < 4; k++)
+            ctx->pub_sent_bytes += parts[k].len;
+    }
     int bad = 0;
     if (topic != NULL) {
         bad |= s_send_copy(raw, topic, strlen(topic));
-    } else if (idents == NULL && zsock_type(sock) == ZMQ_PUB) {
+    } else if (idents == NULL && pub) {
         char t[128];
         snprintf(t, sizeof t, "kernel.%s.%s", ctx->session, msg_type);
         bad |= s_send_copy(raw, t, strlen(t));
@@ -263,7 +282,8 @@ int cb_wire_send_ex(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *id
     bad |= s_send_copy(raw, sig, strlen(sig));
     for (int k = 0; k < 4; k++) {
         /* each part is lent even after a failure, so none leaks */
-        bad |= s_send_lent(raw, ctx, bytes[k], k == 3, k < 3 || n_buffers > 0);
+        bad |= s_send_lent(raw, ctx, bytes[k], parts[k].len, k == 3, k < 3 || n_buffers > 0,
+                           k == 3 ? pub_seq : 0);
         bytes[k] = NULL;
     }
     for (size_t i = 0; i < n_buffers; i++)
@@ -279,4 +299,32 @@ out:
     for (int k = 0; k < 4; k++)
         free(bytes[k]);
     return rc;
+}
+
+int cb_wire_send_ex(cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
+                    const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
+                    json_t *content, const cb_wire_buf_t *buffers, size_t n_buffers) {
+    json_auto_t *cont = content;
+    if (cont == NULL) {
+        json_decref(metadata);
+        LOG_E("%s: no content (a failed json_pack?): not sent", msg_type);
+        return -1;
+    }
+    char *bytes = json_dumps(cont, JSON_COMPACT);
+    if (bytes == NULL) {
+        json_decref(metadata);
+        LOG_E("json_dumps failed for %s", msg_type);
+        return -1;
+    }
+    return s_send(ctx, sock, idents, n_idents, topic, msg_type, parent, metadata, bytes,
+                  strlen(bytes), buffers, n_buffers);
+}
+
+int cb_wire_send_json(cb_wire_ctx_t *ctx, zsock_t *sock, const char *topic, const char *msg_type,
+                      const json_t *parent, char *content, size_t content_len) {
+    if (content == NULL) {
+        LOG_E("%s: no content: not sent", msg_type);
+        return -1;
+    }
+    return s_send(ctx, sock, NULL, 0, topic, msg_type, parent, NULL, content, content_len, NULL, 0);
 }

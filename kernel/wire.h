@@ -52,14 +52,22 @@ const char *cb_wire_strerror(int reason);
 int cb_wire_parse(cb_auth_t *auth, zmsg_t *msg, cb_msg_t *out);
 void cb_msg_clear(cb_msg_t *m);
 
-/* Kernel-wide identity of every message sent, and what ZMQ still holds. */
+/* Kernel-wide identity of every message sent, and what ZMQ still holds.
+ * The pub_ ledger numbers the messages sent on a PUB socket (iopub): ZMQ
+ * lets go of a message once every subscriber that took it has it in its
+ * TCP buffer (or has gone), so the highest number released says how far
+ * the slowest subscriber still reading has got. */
 typedef struct {
-    cb_auth_t *auth;               /* borrowed */
-    char session[37];              /* one uuid per kernel process */
-    const char *username;          /* "cellblock" */
-    const char *version;           /* protocol version, "5.3" */
-    _Atomic uint64_t queued_bytes; /* handed to ZMQ, not yet sent (or dropped) by it */
-    _Atomic uint64_t queued_msgs;  /* messages ditto */
+    cb_auth_t *auth;                     /* borrowed */
+    char session[37];                    /* one uuid per kernel process */
+    const char *username;                /* "cellblock" */
+    const char *version;                 /* protocol version, "5.3" */
+    _Atomic uint64_t queued_bytes;       /* handed to ZMQ, not yet sent (or dropped) by it */
+    _Atomic uint64_t queued_msgs;        /* messages ditto */
+    uint64_t pub_sent_msgs;              /* messages sent on PUB sockets (the sending thread's) */
+    uint64_t pub_sent_bytes;             /* ... their bytes, in all */
+    _Atomic uint64_t pub_released_msgs;  /* the highest of those numbers ZMQ has let go of */
+    _Atomic uint64_t pub_released_bytes; /* ... pub_sent_bytes as it was after that message */
 } cb_wire_ctx_t;
 
 void cb_wire_ctx_init(cb_wire_ctx_t *ctx, cb_auth_t *auth);
@@ -75,7 +83,7 @@ void cb_iso_now(char buf[32]);
  * sent and -1 returned, never an empty reply.  The serialised parts go to
  * ZMQ without a copy and are counted in queued_bytes/queued_msgs until ZMQ
  * frees them.  0 ok, -1 failure (logged). */
-int cb_wire_send(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
+int cb_wire_send(cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
                  const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
                  json_t *content);
 
@@ -86,9 +94,13 @@ typedef struct {
 } cb_wire_buf_t;
 
 /* cb_wire_send with n_buffers buffers (borrowed, copied) after the content. */
-int cb_wire_send_ex(const cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents,
-                    size_t n_idents, const char *topic, const char *msg_type, const json_t *parent,
-                    json_t *metadata, json_t *content, const cb_wire_buf_t *buffers,
-                    size_t n_buffers);
+int cb_wire_send_ex(cb_wire_ctx_t *ctx, zsock_t *sock, zframe_t *const *idents, size_t n_idents,
+                    const char *topic, const char *msg_type, const json_t *parent, json_t *metadata,
+                    json_t *content, const cb_wire_buf_t *buffers, size_t n_buffers);
+
+/* cb_wire_send on a PUB socket with the content already serialised as a
+ * JSON object (content_len bytes, malloc'd, stolen; lent to ZMQ as it is). */
+int cb_wire_send_json(cb_wire_ctx_t *ctx, zsock_t *sock, const char *topic, const char *msg_type,
+                      const json_t *parent, char *content, size_t content_len);
 
 #endif

@@ -4,6 +4,7 @@
  * line by line with memchr, never with str* functions on the raw buffer.
  */
 #include "proxy/http.h"
+#include "proxy/outbuf.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -86,12 +87,73 @@ static int s_authority(const char *a, size_t len, uint16_t dflt, cb_http_req_t *
     }
     if (v < 1 || v > 65535) return -1;
     req->port = (uint16_t) v;
+    req->port_given = true;
     return 0;
 }
 
 static int s_bad(const char **why, const char *text, int status) {
     *why = text;
     return status;
+}
+
+/* Content-Length: 1-18 digits.  0 ok, -1 malformed. */
+static int s_length(const char *v, size_t n, uint64_t *out) {
+    if (n == 0 || n > CB_PROXY_CL_DIGITS_MAX) return -1;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char) v[i])) return -1;
+        x = x * 10 + (uint64_t) (v[i] - '0');
+    }
+    *out = x;
+    return 0;
+}
+
+/* Does the comma-separated list v (n bytes) hold token lit? */
+static bool s_has_token(const char *v, size_t n, const char *lit) {
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+            i++;
+        size_t s = i;
+        while (i < n && v[i] != ',')
+            i++;
+        size_t e = i;
+        while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+            e--;
+        if (e > s && s_ieq(v + s, e - s, lit)) return true;
+    }
+    return false;
+}
+
+/* The last coding of a Transfer-Encoding list is chunked. */
+static bool s_chunked_last(const char *v, size_t n) {
+    size_t e = n;
+    while (e > 0 && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+        e--;
+    size_t s = e;
+    while (s > 0 && v[s - 1] != ',')
+        s--;
+    while (s < e && (v[s] == ' ' || v[s] == '\t'))
+        s++;
+    return s_ieq(v + s, e - s, "chunked");
+}
+
+/* One header line: the name's length and the trimmed value.  0 ok, -1 not
+ * "token: value". */
+static int s_field(const s_line_t *h, size_t *nl, const char **v, size_t *vlen) {
+    if (h->p[0] == ' ' || h->p[0] == '\t') return -1;
+    const char *colon = memchr(h->p, ':', h->len);
+    if (colon == NULL || colon == h->p) return -1;
+    *nl = (size_t) (colon - h->p);
+    for (size_t i = 0; i < *nl; i++)
+        if (!s_tchar((unsigned char) h->p[i])) return -1;
+    *v = colon + 1;
+    *vlen = h->len - *nl - 1;
+    while (*vlen > 0 && (**v == ' ' || **v == '\t'))
+        (*v)++, (*vlen)--;
+    while (*vlen > 0 && ((*v)[*vlen - 1] == ' ' || (*v)[*vlen - 1] == '\t'))
+        (*vlen)--;
+    return 0;
 }
 
 int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **why) {
@@ -148,6 +210,7 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
             return s_bad(why, "https:// URLs go through CONNECT", 400);
         } else if (tgt[0] == '/') {
             need_host = true; /* origin-form: the Host header names the target */
+            req->origin_form = true;
             req->path_off = (size_t) (tgt - buf);
             req->path_len = tl;
         } else {
@@ -156,7 +219,7 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
     }
 
     size_t n_headers = 0;
-    bool have_host = false, have_cl = false, have_te = false;
+    bool have_host = false, have_cl = false, have_te = false, keep_alive = false;
     for (;;) {
         s_line_t h;
         r = s_next_line(&pos, end, &h);
@@ -165,17 +228,9 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
         if (h.len == 0) break;
         if (++n_headers > CB_PROXY_HEADERS_MAX) return s_bad(why, "too many header lines", 431);
         if (h.p[0] == ' ' || h.p[0] == '\t') return s_bad(why, "folded header line", 400);
-        const char *colon = memchr(h.p, ':', h.len);
-        if (colon == NULL || colon == h.p) return s_bad(why, "malformed header line", 400);
-        size_t nl = (size_t) (colon - h.p);
-        for (size_t i = 0; i < nl; i++)
-            if (!s_tchar((unsigned char) h.p[i])) return s_bad(why, "malformed header name", 400);
-        const char *v = colon + 1;
-        size_t vlen = h.len - nl - 1;
-        while (vlen > 0 && (*v == ' ' || *v == '\t'))
-            v++, vlen--;
-        while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
-            vlen--;
+        size_t nl = 0, vlen = 0;
+        const char *v = NULL;
+        if (s_field(&h, &nl, &v, &vlen) < 0) return s_bad(why, "malformed header line", 400);
         if (s_ieq(h.p, nl, "host")) {
             if (have_host) return s_bad(why, "two Host headers", 400);
             have_host = true;
@@ -184,17 +239,71 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
         } else if (s_ieq(h.p, nl, "content-length")) {
             if (have_cl) return s_bad(why, "two Content-Length headers", 400);
             have_cl = true;
-            if (vlen == 0) return s_bad(why, "malformed Content-Length", 400);
-            for (size_t i = 0; i < vlen; i++)
-                if (!isdigit((unsigned char) v[i]))
-                    return s_bad(why, "malformed Content-Length", 400);
+            if (s_length(v, vlen, &req->length) < 0)
+                return s_bad(why, "malformed Content-Length", 400);
         } else if (s_ieq(h.p, nl, "transfer-encoding")) {
+            if (have_te) return s_bad(why, "two Transfer-Encoding headers", 400);
             have_te = true;
+            if (!s_ieq(v, vlen, "chunked"))
+                return s_bad(why, "a transfer coding other than chunked alone", 501);
+        } else if (s_ieq(h.p, nl, "connection")) {
+            if (s_has_token(v, vlen, "close")) req->close = true;
+            if (s_has_token(v, vlen, "keep-alive")) keep_alive = true;
         }
     }
     if (have_cl && have_te) return s_bad(why, "Content-Length with Transfer-Encoding", 400);
+    if (have_te && req->minor == 0) return s_bad(why, "Transfer-Encoding in HTTP/1.0", 400);
     if (need_host && !have_host) return s_bad(why, "a path without a Host header", 400);
+    if (req->minor == 0 && !keep_alive) req->close = true;
+    req->chunked = have_te;
+    req->has_length = have_cl;
     req->head_len = (size_t) (pos - buf);
+    return CB_HTTP_OK;
+}
+
+int cb_http_parse_response(const char *buf, size_t len, cb_http_resp_t *resp, const char **why) {
+    memset(resp, 0, sizeof *resp);
+    *why = "";
+    const char *pos = buf, *end = buf + len;
+    s_line_t sl;
+    int r = s_next_line(&pos, end, &sl);
+    if (r == 0) return CB_HTTP_INCOMPLETE;
+    /* HTTP/1.x SP 3DIGIT [SP reason] */
+    if (r < 0 || sl.len < 12 || memcmp(sl.p, "HTTP/1.", 7) != 0 ||
+        (sl.p[7] != '0' && sl.p[7] != '1') || sl.p[8] != ' ' || !isdigit((unsigned char) sl.p[9]) ||
+        !isdigit((unsigned char) sl.p[10]) || !isdigit((unsigned char) sl.p[11]) ||
+        (sl.len > 12 && sl.p[12] != ' ') || sl.p[9] == '0')
+        return s_bad(why, "the upstream sent no valid HTTP/1.x status line", 502);
+    resp->status = (sl.p[9] - '0') * 100 + (sl.p[10] - '0') * 10 + (sl.p[11] - '0');
+    if (sl.p[7] == '0') resp->close = true;
+    bool have_cl = false, have_te = false;
+    size_t n_headers = 0;
+    for (;;) {
+        s_line_t h;
+        r = s_next_line(&pos, end, &h);
+        if (r == 0) return CB_HTTP_INCOMPLETE;
+        if (r < 0) return s_bad(why, "the upstream sent control bytes in a header", 502);
+        if (h.len == 0) break;
+        size_t nl = 0, vlen = 0;
+        const char *v = NULL;
+        if (++n_headers > CB_PROXY_HEADERS_MAX || s_field(&h, &nl, &v, &vlen) < 0)
+            return s_bad(why, "the upstream sent a malformed header line", 502);
+        if (s_ieq(h.p, nl, "content-length")) {
+            if (have_cl || s_length(v, vlen, &resp->length) < 0)
+                return s_bad(why, "the upstream sent an ambiguous Content-Length", 502);
+            have_cl = true;
+        } else if (s_ieq(h.p, nl, "transfer-encoding")) {
+            /* several headers form one list: its last coding decides */
+            have_te = true;
+            resp->chunked = s_chunked_last(v, vlen);
+        } else if (s_ieq(h.p, nl, "connection") && s_has_token(v, vlen, "close")) {
+            resp->close = true;
+        }
+    }
+    resp->other_coding = have_te && !resp->chunked;
+    resp->has_length = have_cl && !have_te;     /* RFC 9112 6.3: Transfer-Encoding wins... */
+    if (have_cl && have_te) resp->close = true; /* ...and the connection ends after it */
+    resp->head_len = (size_t) (pos - buf);
     return CB_HTTP_OK;
 }
 
@@ -213,30 +322,14 @@ static bool s_hop_by_hop(const char *name, size_t len) {
     return false;
 }
 
-typedef struct {
-    char *p;       /* output */
-    size_t len;    /* its size */
-    size_t used;   /* bytes written */
-    bool overflow; /* something did not fit */
-} s_out_t;
-
-static void s_put(s_out_t *o, const char *s, size_t n) {
-    if (o->overflow || n > o->len - o->used) {
-        o->overflow = true;
-        return;
-    }
-    memcpy(o->p + o->used, s, n);
-    o->used += n;
-}
-
-static void s_puts(s_out_t *o, const char *s) { s_put(o, s, strlen(s)); }
+static void s_puts(cb_outbuf_t *o, const char *s) { cb_outbuf_put(o, s, strlen(s)); }
 
 long cb_http_forward_head(const char *buf, const cb_http_req_t *req, char *out, size_t out_len) {
-    s_out_t o = {.p = out, .len = out_len};
+    cb_outbuf_t o = {.p = out, .len = out_len};
     s_puts(&o, req->method);
     s_puts(&o, " ");
     if (req->path_len == 0 || buf[req->path_off] != '/') s_puts(&o, "/");
-    s_put(&o, buf + req->path_off, req->path_len);
+    cb_outbuf_put(&o, buf + req->path_off, req->path_len);
     s_puts(&o, req->minor == 0 ? " HTTP/1.0\r\nHost: " : " HTTP/1.1\r\nHost: ");
     s_puts(&o, req->host);
     if (req->port != 80) {
@@ -251,7 +344,7 @@ long cb_http_forward_head(const char *buf, const cb_http_req_t *req, char *out, 
     while (s_next_line(&pos, end, &line) == 1 && line.len > 0) {
         const char *colon = memchr(line.p, ':', line.len);
         if (colon == NULL || s_hop_by_hop(line.p, (size_t) (colon - line.p))) continue;
-        s_put(&o, line.p, line.len);
+        cb_outbuf_put(&o, line.p, line.len);
         s_puts(&o, "\r\n");
     }
     s_puts(&o, "Connection: close\r\n\r\n");

@@ -7,8 +7,10 @@
  * absolute http:// URI (or an origin-form path plus Host, as sent to a unix
  * socket by `curl --unix-socket`).  Anything ambiguous is refused with the
  * status a client understands: obs-fold, whitespace before a colon, control
- * bytes, two Host or Content-Length headers, Content-Length together with
- * Transfer-Encoding, userinfo in the URI, https:// without CONNECT.
+ * bytes, two Host, Content-Length or Transfer-Encoding headers,
+ * Content-Length together with Transfer-Encoding, any transfer coding but
+ * chunked alone, Transfer-Encoding in HTTP/1.0, userinfo in the URI,
+ * https:// without CONNECT.
  */
 #ifndef CB_PROXY_HTTP_H
 #define CB_PROXY_HTTP_H
@@ -29,10 +31,26 @@ typedef struct {
     char method[CB_PROXY_METHOD_MAX]; /* "GET", "CONNECT", ... */
     char host[CB_PROXY_NAME_MAX + 3]; /* host as sent (IPv6 keeps its brackets) */
     uint16_t port;                    /* explicit or 80 */
+    bool port_given;                  /* the port was explicit */
+    bool origin_form;                 /* FORWARD: a path and a Host header, no URL */
     int minor;                        /* HTTP/1.<minor> */
     size_t head_len;                  /* bytes of the head, blank line included */
     size_t path_off, path_len;        /* FORWARD: origin-form target in the buffer */
+    bool chunked;                     /* Transfer-Encoding: chunked */
+    bool has_length;                  /* Content-Length given */
+    uint64_t length;                  /* its value */
+    bool close;                       /* the client ends after this one (close, or 1.0) */
 } cb_http_req_t;
+
+typedef struct {
+    int status;        /* 100..999 */
+    size_t head_len;   /* bytes of the head, blank line included */
+    bool chunked;      /* chunked is the final transfer coding */
+    bool other_coding; /* a Transfer-Encoding without chunked last: the body ends at close */
+    bool has_length;   /* Content-Length given */
+    uint64_t length;   /* its value */
+    bool close;        /* Connection: close, or HTTP/1.0 */
+} cb_http_resp_t;
 
 enum { CB_HTTP_INCOMPLETE = 0, CB_HTTP_OK = 1 };
 
@@ -41,6 +59,10 @@ enum { CB_HTTP_INCOMPLETE = 0, CB_HTTP_OK = 1 };
  * bounds the head at CB_PROXY_HEAD_MAX and answers 431 past it), or an HTTP
  * error status (400, 405, 501, 505) with a short reason in *why. */
 int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **why);
+/* Parses a response head from an upstream at the start of buf: CB_HTTP_OK,
+ * CB_HTTP_INCOMPLETE, or 502 with *why (not HTTP/1.x, control bytes, folded
+ * or malformed lines, two Content-Length headers, a malformed one). */
+int cb_http_parse_response(const char *buf, size_t len, cb_http_resp_t *resp, const char **why);
 /* Writes the head sent upstream for a FORWARD request: "METHOD path
  * HTTP/1.x", Host = the target, the client's headers minus hop-by-hop ones
  * (Connection, Proxy-*, Keep-Alive, TE, Trailer, Upgrade) and Host, then

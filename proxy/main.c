@@ -12,11 +12,19 @@
  * launcher that dies.  Its stderr is the launcher's log relay, so every
  * decision lands in the kernel's log.
  *
- *   cellblock-proxy --listen-fd N... --allow SPEC [--resolve NAME=ADDR]...
+ *   cellblock-proxy --listen-fd N... [--forward-fd N]... --allow SPEC [--resolve NAME=ADDR]...
  *                   [--max-conns N] [--max-total N] [--max-bytes BYTES]
  *                   [--idle-timeout-ms MS] [--head-timeout-ms MS]
- *                   [--connect-timeout-ms MS] [--resolve-timeout-ms MS]
+ *                   [--connect-timeout-ms MS] [--resolve-timeout-ms MS] [--tls-timeout-ms MS]
  *                   [--dns-server IP[:PORT],...] [--ready-fd N] [--log-level L]
+ *                   [--ctl-fd N] [--secrets-fd N] [--upstream-ca FILE] [--restarted 0|1]
+ *
+ * --ctl-fd is the launcher's control socket (proxy/ctl.c): the listeners
+ * arrive there once the sandbox's init made them, and policy and cost
+ * requests later.  --secrets-fd is a pipe with the --secret table, read
+ * whole before anything else; with it the proxy makes its session CA and
+ * sends the CA's certificate (never its key) on --ctl-fd before it says it
+ * is ready.
  */
 #include <errno.h>
 #include <signal.h>
@@ -28,6 +36,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
 
 #include "isolate/log.h"
 #include "proxy/confine.h"
@@ -62,6 +72,27 @@ static int s_num(const char *opt, const char *v, long lo, long hi, long *out) {
     return 0;
 }
 
+static cb_secrets_t s_secrets; /* large: off the stack; wiped before exit */
+
+/* The launcher's table of secrets, read whole from fd (then closed). */
+static int s_read_secrets(int fd) {
+    static char buf[CB_PROXY_SECRETS_BYTES_MAX + 1];
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + got, sizeof buf - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t) r;
+        if (got == sizeof buf) break;
+    }
+    (void) close(fd);
+    char why[CB_PROXY_ERR_MAX];
+    int rc = got < sizeof buf ? cb_secrets_parse(&s_secrets, buf, got, why, sizeof why) : -1;
+    OPENSSL_cleanse(buf, sizeof buf);
+    if (rc < 0) s_fail("--secrets-fd: %s", got < sizeof buf ? why : "the table is too long");
+    return rc;
+}
+
 static int s_parse(int argc, char **argv, cb_proxy_cfg_t *cfg) {
     char why[CB_PROXY_ERR_MAX];
     bool have_allow = false;
@@ -82,6 +113,16 @@ static int s_parse(int argc, char **argv, cb_proxy_cfg_t *cfg) {
                 return -1;
             }
             cfg->listen_fds[cfg->n_listen++] = (int) n;
+        } else if (strcmp(a, "--forward-fd") == 0) {
+            struct stat st;
+            if (s_num(a, v, 0, 65535, &n) < 0) return -1;
+            if (cfg->n_fwd >= CB_PROXY_FORWARDS_MAX || fstat((int) n, &st) < 0 ||
+                !S_ISSOCK(st.st_mode)) {
+                s_fail("--forward-fd %ld: not a socket (or more than %d)", n,
+                       CB_PROXY_FORWARDS_MAX);
+                return -1;
+            }
+            cfg->fwd_fds[cfg->n_fwd++] = (int) n;
         } else if (strcmp(a, "--allow") == 0) {
             if (cb_netrules_parse(&cfg->rules, v, why, sizeof why) < 0) {
                 s_fail("--allow: %s", why);
@@ -109,9 +150,27 @@ static int s_parse(int argc, char **argv, cb_proxy_cfg_t *cfg) {
         } else if (strcmp(a, "--connect-timeout-ms") == 0) {
             if (s_num(a, v, 1, CB_PROXY_TIMEOUT_S_LIMIT * 1000L, &cfg->connect_timeout_ms) < 0)
                 return -1;
+        } else if (strcmp(a, "--tls-timeout-ms") == 0) {
+            if (s_num(a, v, 1, CB_PROXY_TIMEOUT_S_LIMIT * 1000L, &cfg->tls_timeout_ms) < 0)
+                return -1;
         } else if (strcmp(a, "--resolve-timeout-ms") == 0) {
             if (s_num(a, v, 1, CB_PROXY_TIMEOUT_S_LIMIT * 1000L, &cfg->resolve_timeout_ms) < 0)
                 return -1;
+        } else if (strcmp(a, "--ctl-fd") == 0) {
+            struct stat st;
+            if (s_num(a, v, 0, 65535, &n) < 0) return -1;
+            if (fstat((int) n, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+                s_fail("--ctl-fd %ld: not a socket", n);
+                return -1;
+            }
+            cfg->ctl_fd = (int) n;
+        } else if (strcmp(a, "--secrets-fd") == 0) {
+            if (s_num(a, v, 0, 65535, &n) < 0 || s_read_secrets((int) n) < 0) return -1;
+            cfg->secrets = &s_secrets;
+        } else if (strcmp(a, "--upstream-ca") == 0) {
+            cfg->upstream_ca = v;
+        } else if (strcmp(a, "--restarted") == 0) {
+            cfg->restarted = strcmp(v, "1") == 0;
         } else if (strcmp(a, "--dns-server") == 0) {
             cfg->dns_servers = v;
         } else if (strcmp(a, "--ready-fd") == 0) {
@@ -127,8 +186,8 @@ static int s_parse(int argc, char **argv, cb_proxy_cfg_t *cfg) {
             return -1;
         }
     }
-    if (!have_allow || cfg->n_listen == 0) {
-        s_fail("--allow SPEC and at least one --listen-fd are required");
+    if (!have_allow || (cfg->n_listen == 0 && cfg->ctl_fd < 0)) {
+        s_fail("--allow SPEC and at least one --listen-fd (or --ctl-fd) are required");
         return -1;
     }
     return 0;
@@ -175,6 +234,19 @@ int main(int argc, char **argv) {
           (unsigned long) getuid(), ll > 0 ? "Landlock" : "no Landlock", rules, cfg.max_conns,
           cfg.max_total, (unsigned long long) (cfg.max_bytes >> 20), cfg.idle_timeout_ms,
           cfg.head_timeout_ms);
+    size_t pem_len = 0;
+    const char *pem = cb_proxy_ca_pem(p, &pem_len);
+    if (pem != NULL && cfg.ctl_fd >= 0) {
+        /* the session CA's certificate, for the sandbox's trust (its key stays here) */
+        char msg[CB_PROXY_CA_PEM_MAX + 8];
+        int w = snprintf(msg, sizeof msg, "ca %.*s", (int) pem_len, pem);
+        if (w < 0 || (size_t) w >= sizeof msg ||
+            send(cfg.ctl_fd, msg, (size_t) w, MSG_NOSIGNAL) != (ssize_t) w) {
+            s_fail("sending the session CA to the launcher failed");
+            cb_proxy_destroy(&p);
+            return S_EXIT_SETUP;
+        }
+    }
     if (s_ready_fd >= 0) {
         (void) close(s_ready_fd); /* EOF = ready */
         s_ready_fd = -1;
@@ -186,5 +258,6 @@ int main(int argc, char **argv) {
         }
     }
     cb_proxy_destroy(&p);
+    cb_secrets_wipe(&s_secrets);
     return S_EXIT_SETUP;
 }

@@ -1,0 +1,198 @@
+/*
+ * session_dbg.c - the session's debugger channel (docs/RUNNER_PROTOCOL.md
+ * section 4): the runner's fd 4, a socket of its own beside the event
+ * socket, carrying Debug Adapter Protocol messages framed like every other
+ * frame (4-byte big-endian length + UTF-8 JSON).
+ *
+ * It is read as the event socket is: only while the caller's sink is not
+ * congested and the session's frame and byte buckets hold tokens (the same
+ * buckets: a sandbox cannot double its rate by using both), with at most one
+ * frame's worth buffered; a length outside 1..CB_DAP_FRAME_MAX closes the
+ * channel (it cannot be re-synchronised; the sandbox keeps running without
+ * a debugger).  Every message is checked (debug_dap.c) and every event is
+ * charged to the output budgets before the caller sees it.  Requests are
+ * queued up to CB_DAP_OUT_MAX bytes.
+ */
+#include "kernel/session_priv.h"
+
+#include "isolate/log.h"
+#include "isolate/util.h"
+
+#include <string.h>
+#include <sys/socket.h>
+
+bool cb_sdbg_pending(const cb_session_t *s) { return s->dbg_in_len > 0; }
+
+void cb_sdbg_reset(cb_session_t *s) {
+    free(s->dbg_in);
+    free(s->dbg_out);
+    s->dbg_in = s->dbg_out = NULL;
+    s->dbg_in_len = s->dbg_in_cap = s->dbg_out_len = s->dbg_out_off = 0;
+}
+
+/* The channel is gone (EOF, broken, or the sandbox ended). */
+static void s_close(cb_session_t *s, const char *why) {
+    if (s->proc.dbg_fd < 0) return;
+    LOG_I("the debugger's channel closed: %s", why);
+    close(s->proc.dbg_fd);
+    s->proc.dbg_fd = -1;
+    cb_sdbg_reset(s);
+    if (s->cbs.on_debug) s->cbs.on_debug(s->ud, NULL);
+}
+
+void cb_sdbg_process(cb_session_t *s) {
+    size_t off = 0;
+    while (s->dbg_in_len - off > 0 && !s->paused && s->proc.dbg_fd >= 0) {
+        int64_t now = cb_now_ms();
+        if (!cb_bucket_ready(&s->frames, now) || !cb_bucket_ready(&s->bytes, now)) break;
+        const uint8_t *body;
+        size_t blen, used;
+        int rc = cb_frame_extract(s->dbg_in + off, s->dbg_in_len - off, CB_DAP_FRAME_MAX, &body,
+                                  &blen, &used);
+        if (rc == CB_FRAME_NEED) break;
+        if (rc == CB_FRAME_FATAL) {
+            LOG_W("the runner broke the debugger's framing (a length outside 1..%u)",
+                  (unsigned) CB_DAP_FRAME_MAX);
+            s_close(s, "broken framing");
+            return;
+        }
+        cb_bucket_take(&s->frames, 1, now);
+        cb_bucket_take(&s->bytes, (double) used, now);
+        off += used;
+        cb_dap_msg_t m;
+        char why[CB_NOTICE_MAX];
+        if (cb_dap_parse(body, blen, &m, why, sizeof why) < 0) {
+            LOG_W("dropped a debugger message of %zu bytes: %s", blen, why);
+            continue;
+        }
+        bool late = !cb_sio_in_exec(s);
+        if (m.kind == CB_DAP_EVENT && cb_sio_charge(s, m.bytes, late) < m.bytes) {
+            cb_dap_clear(&m); /* over budget: dropped (the notice is the budget's) */
+            continue;
+        }
+        if (s->cbs.on_debug) s->cbs.on_debug(s->ud, &m);
+        cb_dap_clear(&m);
+        if (s->proc.dbg_fd < 0) return; /* the callback ended the sandbox's channel */
+    }
+    if (off > 0) {
+        memmove(s->dbg_in, s->dbg_in + off, s->dbg_in_len - off);
+        s->dbg_in_len -= off;
+    }
+    if (s->dbg_in_len == 0 && s->dbg_in_cap > 4 * CB_FRAME_IN_CHUNK) {
+        free(s->dbg_in); /* a large message came and went: give its memory back */
+        s->dbg_in = NULL;
+        s->dbg_in_cap = 0;
+    }
+}
+
+void cb_sdbg_read(cb_session_t *s) {
+    ssize_t got = cb_sio_read_chunk(s->proc.dbg_fd, &s->dbg_in, &s->dbg_in_len, &s->dbg_in_cap,
+                                    CB_DAP_FRAME_MAX + CB_RUNNER_FRAME_HDR + CB_FRAME_IN_CHUNK);
+    if (got == -2) {
+        cb_sdbg_process(s); /* a whole message is buffered: handle it first */
+        return;
+    }
+    if (got == -1) return;
+    if (got == 0 || got == -3) {
+        cb_sdbg_process(s);
+        s_close(s, got == 0 ? "end of file" : "read error");
+        return;
+    }
+    cb_sdbg_process(s);
+}
+
+void cb_sdbg_flush(cb_session_t *s) {
+    while (s->proc.dbg_fd >= 0 && s->dbg_out_off < s->dbg_out_len) {
+        ssize_t w = send(s->proc.dbg_fd, s->dbg_out + s->dbg_out_off,
+                         s->dbg_out_len - s->dbg_out_off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (w < 0) {
+            PLOG_W("send(debugger channel)");
+            s_close(s, "write error");
+            return;
+        }
+        s->dbg_out_off += (size_t) w;
+    }
+    if (s->dbg_out_off == s->dbg_out_len) {
+        free(s->dbg_out);
+        s->dbg_out = NULL;
+        s->dbg_out_len = s->dbg_out_off = 0;
+    }
+}
+
+bool cb_session_debug_open(const cb_session_t *s) { return s->proc.dbg_fd >= 0; }
+
+void cb_session_adopt_debug(cb_session_t *s, int dbg_fd) {
+    s->proc.dbg_fd = dbg_fd;
+    if (dbg_fd >= 0) cb_set_nonblock(dbg_fd, 1);
+    cb_session_sync(s);
+}
+
+int cb_session_debug_send(cb_session_t *s, const json_t *msg) {
+    if (s->proc.dbg_fd < 0) return -1;
+    uint8_t *buf;
+    size_t len;
+    if (cb_frame_encode(msg, CB_DAP_FRAME_MAX, &buf, &len) < 0) return -1;
+    if (s->dbg_out_len - s->dbg_out_off + len > CB_DAP_OUT_MAX) {
+        free(buf);
+        return -1;
+    }
+    uint8_t *n = realloc(s->dbg_out, s->dbg_out_len + len);
+    if (n == NULL) {
+        free(buf);
+        return -1;
+    }
+    memcpy(n + s->dbg_out_len, buf, len);
+    free(buf);
+    s->dbg_out = n;
+    s->dbg_out_len += len;
+    cb_sdbg_flush(s);
+    cb_session_sync(s);
+    return 0;
+}
+
+const char *cb_session_cell_prefix(const cb_session_t *s) { return s->cell_prefix; }
+bool cb_session_debugger(const cb_session_t *s) { return s->debugger; }
+bool cb_session_starting(const cb_session_t *s) { return s->state == S_STARTING; }
+
+/* The rule (README, docs/SECURITY.md): while the debugger says the cell is
+ * stopped at a breakpoint, with a frontend attached, its --timeout clock
+ * stops, for CB_DEBUG_HOLD_MAX_MS in all per cell (the sandbox says when it
+ * is stopped, so the pause is bounded); interrupt, shutdown and restart
+ * work meanwhile.  Once the timeout has interrupted the cell (the grace
+ * period), nothing holds it. */
+void cb_session_hold_deadline(cb_session_t *s, bool hold) {
+    if (s->req != CB_REQ_EXECUTE || s->deadline_base == 0 || s->grace_ms != 0 || s->timed_out)
+        return;
+    int64_t now = cb_now_ms();
+    if (hold && s->hold_at == 0) {
+        s->hold_at = now;
+        s->deadline_ms = s->deadline_base + CB_DEBUG_HOLD_MAX_MS;
+    } else if (!hold && s->hold_at != 0) {
+        s->held_ms += now - s->hold_at;
+        s->hold_at = 0;
+        s->deadline_ms = s->deadline_base +
+                         (s->held_ms < CB_DEBUG_HOLD_MAX_MS ? s->held_ms : CB_DEBUG_HOLD_MAX_MS);
+    }
+    cb_session_sync(s);
+}
+
+void cb_session_debug_resync(cb_session_t *s) {
+    cb_sdbg_reset(s);
+    cb_session_sync(s);
+}
+
+static bool s_printable(const char *t) {
+    for (; *t; t++)
+        if ((unsigned char) *t < 0x20 || (unsigned char) *t > 0x7e) return false;
+    return true;
+}
+
+void cb_sdbg_facts(cb_session_t *s, const char *cp, bool debugger) {
+    /* echoed in debugInfo only: bounded and printable, like any fact */
+    s->cell_prefix[0] = '\0';
+    if (cp && cp[0] == '/' && strlen(cp) < sizeof s->cell_prefix && s_printable(cp))
+        snprintf(s->cell_prefix, sizeof s->cell_prefix, "%s", cp);
+    s->debugger = debugger;
+}

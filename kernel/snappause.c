@@ -1,0 +1,187 @@
+/*
+ * snappause.c - pausing a session into an image on disk and resuming from
+ * one (docs/SNAPSHOTS.md "Pause, resume and fork"), the kernel's part.
+ *
+ *   cellblock_pause_request {}   the sandbox (runner idle) is written into a
+ *       new image of the store by its tier (gvisor: runsc checkpoint, plus
+ *       the home), sealed by the launcher, then by the kernel with its own
+ *       record (execution count, comms), and the sandbox ends: its memory,
+ *       uid lease and cgroup are freed.  The reply names the image; the next
+ *       request of this kernel resumes from it, and so can any number of new
+ *       kernels (`cellblock-kernel --resume ID`, Sandbox.resume, fork).
+ *
+ * Resuming checks the kernel's record (its seal first, then its version and
+ * tier); the launcher checks every file of the image and the host software
+ * it pins before anything reads it, and the restored runner reseeds what a
+ * clone would share.  An image that cannot be resumed makes every start
+ * fail with the reason: never a fresh sandbox in its place.
+ */
+#include "kernel/debug.h"
+#include "kernel/dispatch.h"
+#include "kernel/snapimage.h"
+#include "kernel/snapshot_priv.h"
+
+#include "isolate/log.h"
+
+#include <string.h>
+#include <unistd.h>
+
+const char *cb_snappause_why(const cb_kernel_t *k) {
+    const char *iso = k->opts->c.isolation;
+    if (strcmp(k->opts->c.sandbox, "none") == 0) return "--sandbox none has nothing to pause";
+    if (strcmp(iso, "gvisor") == 0)
+        return cb_session_snap_pausable(k->session) < 0 ? "the sandbox is starting; retry"
+                                                        : "the gvisor tier did not say it can";
+    if (strcmp(iso, "microvm") == 0)
+        return "the microvm tier cannot pause yet: QEMU refuses to migrate or save a VM while "
+               "its filesystems are 9p exports (its root and home are); checkpoints in place "
+               "(cellblock_checkpoint_request) work in it, and --isolation gvisor can pause";
+    return "pausing the namespaces tier is not built: it needs CRIU, and Debian 12's criu "
+           "3.17 fails on kernels from 6.13 on ('Unexpected rt vDSO area bounds') and restores "
+           "neither no_new_privs, Landlock nor a new host uid (docs/SNAPSHOTS.md 'Not done'); "
+           "use --isolation gvisor to pause, or checkpoints in place "
+           "(cellblock_checkpoint_request), which work in every tier";
+}
+
+void cb_snapshot_pause(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
+    (void) abort;
+    cb_snapshots_t *sn = k->snaps;
+    char why[CB_PATH_MAX + CB_SNAP_WHY_MAX];
+    if (cb_session_snap_pausable(k->session) != 1) {
+        snprintf(why, sizeof why, "this session cannot be paused: %s", cb_snappause_why(k));
+        cb_dispatch_answer(k, ch, m, cb_snapshots_error(why));
+        return;
+    }
+    const char *dbg = k->debug ? cb_debug_snapshot_why(k->debug, false) : NULL;
+    if (dbg) {
+        snprintf(why, sizeof why, "this session cannot be paused now: %s", dbg);
+        cb_dispatch_answer(k, ch, m, cb_snapshots_error(why));
+        return;
+    }
+    if (sn->op != CB_SNAP_NONE) {
+        cb_dispatch_answer(k, ch, m,
+                           cb_snapshots_error("another checkpoint operation is in "
+                                              "progress; retry when it ends"));
+        return;
+    }
+    char dir[CB_PATH_MAX + CB_IMAGE_ID_HEX + 2];
+    if (cb_image_store(k->opts, sn->store, sizeof sn->store, why, sizeof why) < 0 ||
+        cb_image_create(sn->store, sn->pause_id, &sn->pause_fd, why, sizeof why) < 0) {
+        cb_dispatch_answer(k, ch, m, cb_snapshots_error(why));
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s/%s", sn->store, sn->pause_id);
+    if (cb_session_snap_pause(k->session, sn->pause_id, dir, sn->pause_fd, why, sizeof why) < 0) {
+        close(sn->pause_fd);
+        sn->pause_fd = -1;
+        cb_image_discard(sn->store, sn->pause_id);
+        cb_dispatch_answer(k, ch, m, cb_snapshots_error(why));
+        return;
+    }
+    sn->op = CB_SNAP_PAUSE;
+    sn->from_cell = false;
+    cb_dispatch_status(k, m->header, "busy");
+    sn->req = *m; /* answered when the image is sealed */
+    memset(m, 0, sizeof *m);
+    sn->have_req = true;
+    LOG_I("pausing the session into image %s", sn->pause_id);
+}
+
+/* The kernel's record of the session, for its image: a new reference. */
+static json_t *s_record(cb_snapshots_t *sn) {
+    cb_kernel_t *k = sn->k;
+    char now[32];
+    cb_iso_now(now);
+    json_t *ckpts = json_array(); /* parked in the sandbox, so in the image too */
+    for (int i = 0; ckpts && i < CB_SNAP_MAX; i++) {
+        const cb_snap_rec_t *c = &sn->rec[i];
+        if (c->id != 0)
+            json_array_append_new(ckpts,
+                                  json_pack("{s:I, s:s, s:i, s:s, s:I, s:i, s:I, s:O}", "id",
+                                            (json_int_t) c->id, "name", c->name, "count", c->count,
+                                            "created", c->created, "bytes", (json_int_t) c->bytes,
+                                            "files", (int) c->files, "threads",
+                                            (json_int_t) c->threads, "comms", c->comms));
+    }
+    return json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:I}", "version", 1, "id",
+                     sn->pause_id, "created", now, "cellblock", CB_VERSION, "tier",
+                     k->opts->c.isolation, "execution_count", k->exec_count, "comms",
+                     cb_comms_info(k->comms, NULL), "checkpoints", ckpts, "next_id",
+                     (json_int_t) sn->next_id);
+}
+
+void cb_snappause_done(cb_snapshots_t *sn, const cb_snap_result_t *r) {
+    char why[CB_SNAP_WHY_MAX * 2] = "";
+    json_auto_t *rec = r->ok ? s_record(sn) : NULL;
+    bool sealed = r->ok && rec && cb_image_seal_record(sn->pause_fd, rec, why, sizeof why) == 0;
+    close(sn->pause_fd);
+    sn->pause_fd = -1;
+    if (!sealed) {
+        cb_image_discard(sn->store, sn->pause_id);
+        char text[CB_SNAP_TEXT_MAX];
+        snprintf(text, sizeof text, "the pause failed: %.300s%s", r->ok ? why : r->why,
+                 r->ok ? "" : " (the sandbox may have been replaced: see the next cell)");
+        cb_snapshots_finish_req(sn, cb_snapshots_error(text));
+        return;
+    }
+    LOG_I("session paused into image %s (%llu bytes)", sn->pause_id, (unsigned long long) r->bytes);
+    cb_snapshots_finish_req(
+        sn,
+        json_pack("{s:s, s:s, s:I, s:i, s:s}", "status", "ok", "image", sn->pause_id, "bytes",
+                  (json_int_t) r->bytes, "execution_count", sn->k->exec_count, "resume",
+                  "the next request here, or cellblock-kernel --resume ID, Sandbox.resume(ID)"));
+}
+
+void cb_snapshots_resume(cb_snapshots_t *sn, const char *ref) {
+    cb_kernel_t *k = sn->k;
+    char dir[CB_PATH_MAX], why[CB_SNAP_WHY_MAX * 2] = "";
+    json_auto_t *rec = cb_image_open(k->opts, ref, dir, sizeof dir, why, sizeof why);
+    const char *tier = rec ? json_string_value(json_object_get(rec, "tier")) : NULL;
+    const char *ver = rec ? json_string_value(json_object_get(rec, "cellblock")) : NULL;
+    if (rec != NULL && (ver == NULL || strcmp(ver, CB_VERSION) != 0))
+        snprintf(why, sizeof why, "the image %s was made by cellblock %.32s, this is %s", ref,
+                 ver ? ver : "?", CB_VERSION);
+    else if (rec != NULL && (tier == NULL || strcmp(tier, k->opts->c.isolation) != 0))
+        snprintf(why, sizeof why,
+                 "the image %s is of the %.32s tier: start the kernel with --isolation %.32s", ref,
+                 tier ? tier : "?", tier ? tier : "?");
+    if (rec == NULL || why[0]) {
+        LOG_E("--resume: %s", why);
+        cb_session_refuse_start(k->session, why);
+        return;
+    }
+    json_t *n = json_object_get(rec, "execution_count");
+    if (json_is_integer(n) && json_integer_value(n) >= 0)
+        k->exec_count = (int) json_integer_value(n); /* the kernel's own record, sealed */
+    const char *cid;
+    json_t *v;
+    json_object_foreach(json_object_get(rec, "comms"), cid, v)(void)
+        cb_comms_open(k->comms, cid, json_string_value(json_object_get(v, "target_name")));
+    size_t i;
+    json_t *c;
+    int slot = 0;
+    json_array_foreach(json_object_get(rec, "checkpoints"), i, c) {
+        json_int_t id = 0, count = 0, bytes = 0, files = 0, threads = 0;
+        const char *name = NULL, *created = NULL;
+        json_t *comms = NULL;
+        if (slot >= CB_SNAP_MAX ||
+            json_unpack(c, "{s:I, s:s, s:I, s:s, s:I, s:I, s:I, s:o}", "id", &id, "name", &name,
+                        "count", &count, "created", &created, "bytes", &bytes, "files", &files,
+                        "threads", &threads, "comms", &comms) < 0 ||
+            id <= 0)
+            continue;
+        cb_snap_rec_t *r = &sn->rec[slot++];
+        r->id = (long) id;
+        snprintf(r->name, sizeof r->name, "%s", name);
+        r->count = (int) count;
+        snprintf(r->created, sizeof r->created, "%s", created);
+        r->bytes = (uint64_t) bytes;
+        r->files = (uint32_t) files;
+        r->threads = (long) threads;
+        r->comms = json_incref(comms);
+    }
+    json_t *nid = json_object_get(rec, "next_id");
+    if (json_is_integer(nid)) sn->next_id = (long) json_integer_value(nid);
+    cb_session_resume_from(k->session, dir);
+    LOG_I("resuming from image %s (In [%d])", dir, k->exec_count);
+}
