@@ -98,7 +98,10 @@ def run_step(sb, code, out_dir, saved):
         show("stderr:", "".join(ex.logs.stderr))
     for r in ex.results:
         if r.artifact:
-            path = r.save(out_dir)          # exact bytes, keeps the file name
+            # exact bytes, under the file's name; out_dir is this run's own, so a file a
+            # later step changes replaces its earlier copy (without overwrite=True an
+            # existing name is refused)
+            path = r.save(out_dir, overwrite=True)
             digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
             ok = "sha256 ok" if digest == r.artifact["sha256"] else "SHA256 MISMATCH"
             show("file:", "%s (%d bytes, %s) [%s] saved as %s" % (r.file_name, r.artifact["size"],

@@ -38,6 +38,11 @@ except ImportError as e:  # the pyenv python3 on PATH has no Jupyter
     sys.exit(f"demo.py: {e}; run it with /usr/bin/python3 (Debian's python3-nbclient), "
              "or `make demo`")
 
+# The host's name policy for names from the sandbox (the client's copy of
+# isolate/names.c): artifact paths are checked and shown escaped with it.
+sys.path.insert(0, os.path.join(REPO, "client"))
+from cellblock import names  # noqa: E402
+
 # Mime types whose value is base64 text in a notebook.
 BINARY_PREFIXES = ("image/png", "image/jpeg", "image/gif", "image/webp",
                    "application/pdf", "application/octet-stream")
@@ -48,11 +53,9 @@ def is_binary(mime):
 
 
 def safe_join(root, rel):
-    """root/rel, refusing absolute paths and '..' (the path comes from the kernel)."""
-    parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
-    if not parts or any(p == ".." for p in parts) or rel.startswith("/"):
-        raise ValueError(f"unsafe artifact path {rel!r}")
-    return os.path.join(root, *parts)
+    """root/rel for a path the sandbox named: names.NameRefused (a ValueError)
+    for an absolute path, '..', a control or bidi character, ..."""
+    return os.path.join(root, *names.check_path(rel).split("/"))
 
 
 def artifact_of(output):
@@ -105,7 +108,7 @@ def describe(output):
     data = output.get("data") or {}
     art = artifact_of(output)
     if art:
-        return f"artifact: {art['path']} ({art.get('mime')}, {art.get('size')} bytes)"
+        return f"artifact: {names.escape(art['path'])} ({art.get('mime')}, {art.get('size')} bytes)"
     if "image/png" in data:
         size = len(base64.b64decode(data["image/png"]))
         label = "result" if kind == "execute_result" else "display"
@@ -164,7 +167,11 @@ def main(argv=None):
             print(f"      {describe(out)}")
             art = artifact_of(out)
             if art:
-                dest, n = save_artifact(out, art, art_root)
+                try:
+                    dest, n = save_artifact(out, art, art_root)
+                except ValueError as e:
+                    print(f"      not saved: {e}")
+                    continue
                 saved.append((dest, n))
 
     print(f"\nexecuted in {elapsed:.1f} s")
@@ -172,7 +179,7 @@ def main(argv=None):
     if saved:
         print(f"artifacts ({len(saved)}) saved under {show(art_root)}/:")
         for dest, n in saved:
-            print(f"  {show(dest)} ({n} bytes)")
+            print(f"  {names.escape(show(dest))} ({n} bytes)")
     else:
         print("no artifacts")
     if failed is not None:

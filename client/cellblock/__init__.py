@@ -8,10 +8,14 @@ API of the code-interpreter SDKs agents already use (E2B's
 Standard library + jupyter_client only.
 """
 
+from . import names
 from .files import Filesystem
 from .models import EntryInfo, Execution, ExecutionError, Logs, OutputMessage, Result
+from .names import NameRefused
 from .sandbox import Sandbox, SandboxError
+from .snapshots import Checkpoint, Rollback, SnapshotError
 
 __version__ = "0.1.0"
 __all__ = ["Sandbox", "SandboxError", "Execution", "Result", "Logs", "ExecutionError",
-           "OutputMessage", "EntryInfo", "Filesystem"]
+           "OutputMessage", "EntryInfo", "Filesystem", "NameRefused", "names", "Checkpoint",
+           "Rollback", "SnapshotError"]

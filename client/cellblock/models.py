@@ -2,10 +2,14 @@
 code-interpreter SDK: ``Execution``, ``Result``, ``Logs``, ``ExecutionError``)."""
 
 import base64
+import errno
 import hashlib
 import json
 import os
+import secrets
 import time
+
+from . import names
 
 __all__ = ["Execution", "Result", "Logs", "ExecutionError", "OutputMessage", "EntryInfo"]
 
@@ -161,10 +165,11 @@ class Result:
             if raw is None or hashlib.sha256(raw).hexdigest() != want:
                 if self._sandbox is None:
                     raise ValueError("%s: the output does not hold the file's exact bytes and no "
-                                     "sandbox is attached to read them" % self.file_name)
+                                     "sandbox is attached to read them" % names.escape(self.file_name))
                 raw = self._sandbox.files.read(self.file_name)
                 if hashlib.sha256(raw).hexdigest() != want:
-                    raise ValueError("%s changed in the sandbox since it was returned" % self.file_name)
+                    raise ValueError("%s changed in the sandbox since it was returned"
+                                     % names.escape(self.file_name))
         if raw is None:
             raise ValueError("no content to save")
         return raw
@@ -183,20 +188,109 @@ class Result:
             v = "".join(v)
         return v.encode("utf-8")
 
-    def save(self, path, mime=None):
-        """Write this result to ``path`` (a file, or a directory: then the
-        artifact's file name is used, its directories kept).  Returns the path
-        written."""
+    def save(self, path, mime=None, overwrite=False):
+        """Write this result to ``path``: a file path, or a directory (then
+        the artifact's file name is used, its directories created).  Returns
+        the path written.
+
+        The artifact's name was chosen in the sandbox, so it must pass the
+        host's name policy (:mod:`cellblock.names`: no control, C1 or bidi
+        character, valid UTF-8, no '..', hidden or absolute part) or
+        :class:`~cellblock.names.NameRefused` says why.  Nothing is ever
+        written through a symbolic link: every directory below ``path`` is
+        opened without following links, and the file is created exclusively.
+        An existing file is kept (``FileExistsError``) unless ``overwrite``
+        is true; then it is replaced atomically by a rename, which replaces
+        a link at that name rather than writing where it points."""
         data = self.content_bytes(mime)
-        if os.path.isdir(path):
+        dfd, parts, saved = self._open_target(os.fspath(path))
+        try:
+            for d in parts[:-1]:
+                try:
+                    os.mkdir(d, 0o777, dir_fd=dfd)
+                except FileExistsError:
+                    pass
+                try:
+                    nfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                  dir_fd=dfd)
+                except OSError as e:
+                    if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    raise NotADirectoryError(e.errno, "%s: %s is not a directory (a link or a file); "
+                                             "save() follows no links" % (saved, names.escape(d))) from None
+                os.close(dfd)
+                dfd = nfd
+            _create_at(dfd, parts[-1], data, overwrite, saved)
+        finally:
+            os.close(dfd)
+        return saved
+
+    def _open_target(self, path):
+        """(directory fd, names to create beneath it, the path they make)."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            dfd = os.open(path, flags)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                raise
+            if os.path.islink(path) and os.path.isdir(path):
+                raise IsADirectoryError(errno.ELOOP, "%s is a symbolic link to a directory; save() "
+                                        "follows no links: give the directory itself" % path) from None
+            dfd = None                      # no directory there (a link is never written through)
+        if dfd is None:                     # a file path the caller chose
+            parent, base = os.path.split(path)
+            if not base:
+                raise ValueError("%s: no file name to save under" % path)
+            return os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), [base], path
+        try:                                # a directory: the artifact's own name beneath it
             if not self.file_name:
                 raise ValueError("not an artifact: give a file path, not a directory")
-            parts = [p for p in self.file_name.replace("\\", "/").split("/") if p not in ("", ".", "..")]
-            path = os.path.join(path, *parts)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
+            if self.artifact and self.artifact.get("path_escaped"):
+                raise names.NameRefused(self.file_name, "utf8")   # the real name is not UTF-8
+            names.check_path(self.file_name)
+        except BaseException:
+            os.close(dfd)
+            raise
+        parts = self.file_name.split("/")
+        return dfd, parts, os.path.join(path, *parts)
+
+
+def _create_at(dfd, name, data, overwrite, shown):
+    """Creates name in the directory dfd with data: exclusively, or (overwrite)
+    through a temporary name renamed over it.  Never follows a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    if not overwrite:
+        try:
+            fd = os.open(name, flags, 0o666, dir_fd=dfd)
+        except FileExistsError:
+            raise FileExistsError(errno.EEXIST, "%s exists; pass overwrite=True to replace it"
+                                  % names.escape(shown)) from None
+        try:
+            _write_all(fd, data)
+        except BaseException:
+            os.unlink(name, dir_fd=dfd)     # ours: created just now, exclusively
+            raise
+        return
+    tmp = ".cellblock-save-" + secrets.token_hex(8)
+    fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
+    try:
+        _write_all(fd, data)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        raise
+
+
+def _write_all(fd, data):
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 class Execution:
@@ -223,10 +317,27 @@ class Execution:
         """The results that are files the cell wrote."""
         return [r for r in self.results if r.artifact]
 
+    @property
+    def costs(self):
+        """What the cell cost, as the kernel counted it (docs/ARCHITECTURE.md
+        "What a cell cost"): wall_s, cpu_s, memory_peak_bytes, stdout_bytes,
+        stderr_bytes, display_bytes, files_written, files_bytes and, with an
+        allowlist, network: {"host:port": {connections, bytes_up, bytes_down,
+        refused}}.  None from a kernel that does not report them."""
+        c = (self.reply_metadata.get("cellblock") or {}).get("costs")
+        return dict(c) if isinstance(c, dict) else None
+
+    @property
+    def network(self):
+        """The network policy the cell ran under: {"mode", "allow", "generation"}."""
+        n = (self.reply_metadata.get("cellblock") or {}).get("network")
+        return dict(n) if isinstance(n, dict) else None
+
     def to_json(self):
         return json.dumps({"results": [r.to_json() for r in self.results],
                            "logs": self.logs.to_json(),
                            "error": self.error.to_json() if self.error else None,
+                           "costs": self.costs,
                            "execution_count": self.execution_count})
 
     def __repr__(self):

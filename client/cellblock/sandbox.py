@@ -11,6 +11,7 @@ import atexit
 import math
 import os
 import queue
+import re
 import threading
 import time
 import weakref
@@ -20,6 +21,7 @@ from jupyter_client.manager import KernelManager
 
 from .files import Filesystem
 from .models import Execution, ExecutionError, OutputMessage, Result
+from .snapshots import Snapshots
 
 __all__ = ["Sandbox", "SandboxError"]
 
@@ -42,6 +44,46 @@ def _close_all():
 
 class SandboxError(RuntimeError):
     """The sandbox (kernel) could not be started or stopped answering."""
+
+
+# What the kernel's banner says until the launcher has reported the sandbox
+# it built, after a failed build, and where the code runs.
+_SETTING_UP = "Sandbox: being set up"
+_FAILURE = "Last sandbox failure:"
+_WORKDIR = re.compile(r"working directory (/[^\s;,)]+)")
+_SETUP_POLL = 0.002            # s between kernel_info requests while it builds
+_RESEND = 0.02                 # s before another kernel_info while iopub connects
+
+
+def _handshake(kc, km, deadline, iopub=True):
+    """kernel_info until its reply has come and (iopub) a status message of
+    one of our requests has come on iopub: messages published from then on
+    reach us.  Returns the reply's content.  Replies and statuses of the
+    other requests are left for the readers, which match by msg_id."""
+    import zmq
+    ids, reply, seen, resend = set(), None, not iopub, 0.0
+    poller = zmq.Poller()
+    poller.register(kc.shell_channel.socket, zmq.POLLIN)
+    if iopub:
+        poller.register(kc.iopub_channel.socket, zmq.POLLIN)
+    while reply is None or not seen:
+        now = time.monotonic()
+        if now > deadline:
+            raise SandboxError("the kernel did not answer kernel_info in time")
+        if now >= resend and (reply is None or not seen):
+            ids.add(kc.kernel_info())
+            resend = now + _RESEND
+        ready = dict(poller.poll(max(1, int(1000 * min(resend, deadline) - 1000 * now))))
+        if kc.shell_channel.socket in ready:
+            m = kc.get_shell_msg(timeout=0)
+            if m["msg_type"] == "kernel_info_reply" and m["parent_header"].get("msg_id") in ids:
+                reply = m["content"]
+        if iopub and kc.iopub_channel.socket in ready:
+            m = kc.get_iopub_msg(timeout=0)
+            seen = seen or m["parent_header"].get("msg_id") in ids
+        if not ready and not km.is_alive():
+            raise SandboxError("the kernel process died before it answered")
+    return reply
 
 
 def _size_arg(v):
@@ -71,6 +113,27 @@ def _network_arg(network):
         return "allow:" + ",".join(network)
     raise ValueError("network must be True/'host', False/'none', or a list of 'HOST[:PORT]' "
                      "to allow (e.g. ['pypi.org', 'files.pythonhosted.org'])")
+
+
+def _secret_args(secrets, args):
+    """Appends --secret NAME@HOSTS to args; returns {NAME: value} for the
+    values given here (the others come from this process's environment)."""
+    values = {}
+    for name, spec in dict(secrets or {}).items():
+        if not isinstance(name, str) or not name or "=" in name or "@" in name or "\0" in name:
+            raise ValueError("not a variable name: %r" % (name,))
+        if isinstance(spec, dict):
+            hosts, value = spec.get("hosts"), spec.get("value")
+            if value is not None:
+                values[name] = str(value)
+        else:
+            hosts = spec
+        if isinstance(hosts, str):
+            hosts = [hosts]
+        if not hosts or not all(isinstance(h, str) and h and set(h) <= _HOST_CHARS for h in hosts):
+            raise ValueError("secrets[%r]: a list of host names it is for" % name)
+        args += ["--secret", "%s@%s" % (name, ",".join(hosts))]
+    return values
 
 
 ISOLATIONS = ("namespaces", "gvisor", "microvm")
@@ -128,8 +191,9 @@ def _spec_manager(kernel_name, kernelspec_path):
                        "or set JUPYTER_PATH=<build>/share/jupyter, or pass kernelspec_path=" % kernel_name)
 
 
-class Sandbox:
-    """A sandboxed Python kernel.
+class Sandbox(Snapshots):
+    """A sandboxed Python kernel (checkpoint/rollback/pause/resume/fork:
+    snapshots.py).
 
     Limits become flags of cellblock-kernel (see `cellblock-kernel --help`):
       memory   MiB (int) or '512M'/'2G'     --memory
@@ -152,12 +216,20 @@ class Sandbox:
       (--env NAME: the values travel in the kernel's environment, never on a
       command line; names the kernel refuses, such as LD_PRELOAD or
       PYTHONPATH, make the start fail with the kernel's reason).
+    secrets: {"NAME": ["api.example.com", ...]} (--secret NAME@HOSTS): the
+      sandbox's NAME holds a placeholder, and the kernel's egress proxy puts
+      the real value into request headers to those hosts only (TLS to them
+      ends at the proxy, which verifies the real server).  The value is this
+      process's environment variable NAME, or {"NAME": {"hosts": [...],
+      "value": "..."}}; it travels in the kernel's environment, never on a
+      command line and never into the sandbox.  The hosts must be in network.
     """
 
     def __init__(self, kernel_name="cellblock", memory=None, timeout=None, network=None, cpus=None,
                  pids=None, disk=None, artifacts=None, extra_args=None, kernelspec_path=None,
                  isolation=None,
-                 envs=None, startup_timeout=60.0, kernel_stderr=None, workdir_source=None):
+                 envs=None, startup_timeout=60.0, kernel_stderr=None, workdir_source=None,
+                 secrets=None):
         self._lock = threading.RLock()
         self._args = _limit_args(memory, timeout, network, cpus, pids, disk, artifacts, isolation)
         if workdir_source is not None:
@@ -169,8 +241,10 @@ class Sandbox:
             if not k or "=" in k or "\0" in k:
                 raise ValueError("not an environment variable name: %r" % k)
             self._args += ["--env", k]
+        secret_env = _secret_args(secrets, self._args)
         self._args += [str(a) for a in (extra_args or [])]
         self._startup_timeout = startup_timeout
+        self._spec_args = {"kernel_name": kernel_name, "kernelspec_path": kernelspec_path}  # fork
         self.kernel_info = {}
         self.workdir = None
         self.files = Filesystem(self)
@@ -179,8 +253,8 @@ class Sandbox:
         self._kc = None
         self._closed = False
         launch = {"extra_arguments": list(self._args)}
-        if self._envs:      # read by the kernel's launcher for each --env NAME
-            launch["env"] = dict(os.environ, **self._envs)
+        if self._envs or secret_env:  # read by the kernel's launcher (--env NAME, --secret)
+            launch["env"] = dict(os.environ, **self._envs, **secret_env)
         if kernel_stderr is not None:
             launch["stderr"] = kernel_stderr
         t0 = time.monotonic()
@@ -203,22 +277,25 @@ class Sandbox:
         if self._kc is None:
             self._kc = self._km.blocking_client()
             self._kc.start_channels()
-        try:
-            self._kc.wait_for_ready(timeout=self._startup_timeout)
-        except RuntimeError as e:
-            raise SandboxError("the kernel did not become ready: %s" % e) from None
-        self._kc.kernel_info()
         deadline = time.monotonic() + self._startup_timeout
-        while True:       # the kernel_info_reply (banner: the isolation in force)
-            try:
-                m = self._kc.get_shell_msg(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                raise SandboxError("no kernel_info_reply") from None
-            if m["msg_type"] == "kernel_info_reply":
-                self.kernel_info = m["content"]
-                break
-        # First execute: the sandbox really runs code (fails early if the host
-        # refuses to build it), and we learn its working directory.
+        # Ready when a kernel_info_reply has come and iopub carries the status
+        # of one of our requests (its subscription is live), and the banner
+        # names the isolation in force (the sandbox is built) and the working
+        # directory.  jupyter_client's wait_for_ready would also drain iopub
+        # for 200 ms; a first execute only to learn the directory is not
+        # needed either.
+        self.kernel_info = _handshake(self._kc, self._km, deadline)
+        banner = self.kernel_info.get("banner", "")
+        while _SETTING_UP in banner and _FAILURE not in banner:
+            time.sleep(_SETUP_POLL)
+            self.kernel_info = _handshake(self._kc, self._km, deadline, iopub=False)
+            banner = self.kernel_info.get("banner", "")
+        m = _WORKDIR.search(banner)
+        if m is not None and _SETTING_UP not in banner:
+            self.workdir = m.group(1)
+            return
+        # a kernel that does not say (or a sandbox that failed to build):
+        # a first execute shows that code runs, and where
         try:
             self.workdir = self.files._workdir()
         except (RuntimeError, OSError) as e:
@@ -447,6 +524,45 @@ class Sandbox:
         if want_reply:
             return ex, rc
         return ex
+
+    # ------------------------------------------------------------ control requests
+    def _control(self, msg_type, content, timeout=30.0, error=SandboxError):
+        """One request on the control channel; its reply's content (error,
+        raised when none comes within timeout seconds)."""
+        with self._lock:
+            self._check_open()
+            msg = self._kc.session.msg(msg_type, content)
+            self._kc.control_channel.send(msg)
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    m = self._kc.get_control_msg(timeout=max(0.01, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise error("no %s_reply within %g s" % (msg_type[:-8], timeout)) from None
+                if m["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                    return m["content"]
+
+    def set_network(self, allow):
+        """Replace the running sandbox's allowlist (a list of 'HOST[:PORT]';
+        None: the one it started with), keeping its state; connections the
+        new list does not allow are closed.  Needs a sandbox started with
+        network=[...].  Returns the policy now in force; each Execution's
+        ``network`` names the one its cell ran under."""
+        if allow is not None:
+            if isinstance(allow, str):
+                allow = [allow]
+            allow = list(allow)
+            if not allow or not all(isinstance(h, str) and h and set(h) <= _HOST_CHARS
+                                    for h in allow):
+                raise ValueError("allow must be a non-empty list of 'HOST[:PORT]', or None")
+        c = self._control("cellblock_network_request", {"allow": allow})
+        if c.get("status") != "ok":
+            raise ValueError(c.get("evalue") or "the kernel refused the network policy")
+        return c.get("network")
+
+    def usage(self):
+        """The sandbox's CPU and memory now (usage_request, ipykernel's keys)."""
+        return self._control("usage_request", {})
 
     def __repr__(self):
         return "<cellblock.Sandbox %s %s>" % (self.sandbox_id, "closed" if self._closed else "running")
