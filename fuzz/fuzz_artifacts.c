@@ -36,6 +36,7 @@
 #include "fuzz/common.h"
 #include "artifacts/artifacts.h"
 #include "kernel/outdir.h"
+#include "isolate/names.h"
 
 #include <linux/openat2.h>
 #include <sodium.h>
@@ -280,7 +281,7 @@ static void s_collect(cb_artifacts_t *a, int rootfd, const cb_artifacts_limits_t
 /* ---- --out DIR ------------------------------------------------------------------------------ */
 
 static bool s_name_props(const char *rel) {
-    if (rel[0] == '\0' || rel[0] == '/') return false;
+    if (rel[0] == '\0' || rel[0] == '/' || !cb_names_path_ok(rel)) return false;
     for (const char *s = rel; *s;) {
         const char *e = strchr(s, '/');
         size_t n = e ? (size_t) (e - s) : strlen(s);

@@ -2,7 +2,7 @@
  * fuzz_dispatch.c - signed Jupyter requests of every type, with fuzzed
  * content, through the kernel's own receive and dispatch path
  * (server.c cb_server_recv, dispatch.c's table and handlers, relay.c's
- * replies), on a kernel whose sockets are inproc and whose sandbox cannot
+ * replies), on a kernel whose server binds inproc and whose sandbox cannot
  * start (its launcher does not exist), so execute, complete, inspect and
  * is_complete end at once with the kernel's own SandboxError or empty
  * reply, through the same on_end a real sandbox's end takes.
@@ -27,7 +27,9 @@
  * a request that cannot be read gets none; every "busy" has its "idle".
  */
 #include "fuzz/common.h"
-#include "kernel/core.h"
+#include "kernel/debug_kernel.h"
+#include "kernel/dispatch.h"
+#include "kernel/relay.h"
 
 #include <czmq.h>
 
@@ -53,7 +55,7 @@ static const struct {
     {"interrupt_request", 1u << CB_CH_CONTROL},
     {"shutdown_request", (1u << CB_CH_SHELL) | (1u << CB_CH_CONTROL)},
     {"input_reply", 0},
-    {"debug_request", 0},
+    {"debug_request", 1u << CB_CH_CONTROL}, /* debug_kernel.c: answered whatever it holds */
     {"x", 0},
 };
 #define FZ_TYPES (sizeof s_types / sizeof s_types[0])
@@ -62,17 +64,11 @@ static cb_opts_t g_opts;
 static cb_kernel_t g_k;
 static zsock_t *g_client[CB_CH_COUNT]; /* DEALERs to shell, stdin, control */
 static zsock_t *g_sub;                 /* iopub subscriber */
+static cb_auth_t *g_sign;              /* the kernel's key: signs the requests */
 static cb_auth_t *g_predict;           /* keyless: what the kernel's parse will say */
 static unsigned long g_counter;        /* makes every msg_id, so every signature, new */
 
-static zsock_t *s_bind(int type, const char *ep) {
-    zsock_t *s = zsock_new(type);
-    if (s == NULL) abort();
-    zsock_set_rcvtimeo(s, 0);
-    zsock_set_linger(s, 0);
-    if (zsock_bind(s, "%s", ep) < 0) abort();
-    return s;
-}
+static void s_readable(void *ud, cb_channel_t ch) { cb_dispatch_serve(ud, ch); }
 
 static zsock_t *s_connect(int type, const char *ep) {
     zsock_t *s = zsock_new(type);
@@ -94,15 +90,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (cb_opts_parse(1, args, &g_opts, "fuzz_dispatch", NULL, NULL) != CB_OPTS_RUN) abort();
     cb_kernel_t *k = &g_k;
     k->opts = &g_opts;
-    k->sigfd = -1;
-    k->congestion_timer = -1;
-    k->auth = cb_auth_new((const uint8_t *) FZ_KEY, strlen(FZ_KEY), CB_REPLAY_HISTORY);
+    static const cb_server_cbs_t cbs = {.on_readable = s_readable};
+    cb_server_cfg_t cfg = {
+        .endpoints = {"inproc://fz-shell", "inproc://fz-iopub", "inproc://fz-stdin",
+                      "inproc://fz-control", "inproc://fz-hb"},
+        .key = (const uint8_t *) FZ_KEY,
+        .key_len = strlen(FZ_KEY),
+    };
+    k->srv = cb_server_new(&cfg, &cbs, k);
+    k->up = &cb_relay_upcalls;
+    g_sign = cb_auth_new((const uint8_t *) FZ_KEY, strlen(FZ_KEY), 1);
     g_predict = cb_auth_new(NULL, 0, 1);
-    cb_wire_ctx_init(&k->wire, k->auth);
     k->queue = calloc(CB_SHELL_QUEUE_MAX, sizeof *k->queue);
     k->history = cb_history_new();
     k->comms = cb_comms_new();
-    k->loop = zloop_new();
     snprintf(k->launcher_path, sizeof k->launcher_path, "/nonexistent/cellblock-launcher");
     snprintf(k->runner_path, sizeof k->runner_path, "/nonexistent/runner.py");
     k->scfg = (cb_session_cfg_t){
@@ -114,13 +115,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         .memory_mb = g_opts.c.memory_mb,
         .cell_output_max = (uint64_t) g_opts.c.max_output_mb << 20,
     };
-    k->session = cb_session_new(&k->scfg, &cb_relay_callbacks, k, k->loop);
-    if (!k->auth || !g_predict || !k->queue || !k->history || !k->comms || !k->loop || !k->session)
-        abort();
-    k->sock[CB_CH_SHELL] = s_bind(ZMQ_ROUTER, "inproc://fz-shell");
-    k->sock[CB_CH_CONTROL] = s_bind(ZMQ_ROUTER, "inproc://fz-control");
-    k->sock[CB_CH_STDIN] = s_bind(ZMQ_ROUTER, "inproc://fz-stdin");
-    k->sock[CB_CH_IOPUB] = s_bind(ZMQ_PUB, "inproc://fz-iopub");
+    if (!k->srv || !g_sign || !g_predict || !k->queue || !k->history || !k->comms) abort();
+    k->session = cb_session_new(&k->scfg, &cb_relay_callbacks, k, cb_server_loop(k->srv));
+    if (!k->session || cb_debug_kernel_init(k) < 0) abort();
     g_client[CB_CH_SHELL] = s_connect(ZMQ_DEALER, "inproc://fz-shell");
     g_client[CB_CH_CONTROL] = s_connect(ZMQ_DEALER, "inproc://fz-control");
     g_client[CB_CH_STDIN] = s_connect(ZMQ_DEALER, "inproc://fz-stdin");
@@ -129,14 +126,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     zsock_set_rcvtimeo(g_sub, 10);
     bool ok = false;
     for (int i = 0; i < FZ_WAIT_MS / 10 && !ok; i++) {
-        zstr_send(k->sock[CB_CH_IOPUB], "hello");
-        char *s = zstr_recv(g_sub);
-        ok = s != NULL;
-        zstr_free(&s);
+        cb_server_publish(k->srv, "hello", NULL, json_object());
+        zmsg_t *m = zmsg_recv(g_sub);
+        ok = m != NULL;
+        zmsg_destroy(&m);
     }
     zsock_set_rcvtimeo(g_sub, 0);
     if (!ok) abort();
-    cb_server_sync_shell(k);
+    cb_dispatch_sync_shell(k);
     return 0;
 }
 
@@ -149,7 +146,7 @@ static zmsg_t *s_request(const char *type, const uint8_t *content, size_t len) {
              g_counter++, type);
     cb_auth_part_t p[4] = {{hdr, strlen(hdr)}, {"{}", 2}, {"{}", 2}, {content, len}};
     char sig[CB_WIRE_SIG_HEX_LEN + 1];
-    cb_auth_sign(g_k.auth, p, sig);
+    cb_auth_sign(g_sign, p, sig);
     zmsg_t *z = zmsg_new();
     zmsg_addstr(z, CB_WIRE_DELIM);
     zmsg_addstr(z, sig);
@@ -203,7 +200,9 @@ static void s_drain_iopub(size_t *busy, size_t *idle) {
  * first starts fail again), history, comms and parents. */
 static void s_reset(cb_kernel_t *k) {
     cb_session_destroy(&k->session);
-    k->session = cb_session_new(&k->scfg, &cb_relay_callbacks, k, k->loop);
+    cb_debug_kernel_fini(k);
+    k->session = cb_session_new(&k->scfg, &cb_relay_callbacks, k, cb_server_loop(k->srv));
+    if (k->session && cb_debug_kernel_init(k) < 0) abort();
     cb_history_destroy(&k->history);
     k->history = cb_history_new();
     cb_comms_destroy(&k->comms);
@@ -246,15 +245,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* the kernel's loop: control first, shell (queued and aborted ones too), stdin */
     do {
         k->exiting = false; /* as below: a shutdown_request on control stops it too */
-        cb_server_serve_control(k);
+        cb_dispatch_serve(k, CB_CH_CONTROL);
     } while (k->exiting);
     do {
         k->exiting = false; /* a shutdown_request stops the pump: take the rest too */
-        cb_dispatch_pump_shell(k);
+        cb_dispatch_serve(k, CB_CH_SHELL);
     } while (k->exiting);
-    cb_dispatch_pump_stdin(k);
+    cb_dispatch_serve(k, CB_CH_STDIN);
     k->exiting = false;
-    cb_server_sync_shell(k);
+    cb_dispatch_sync_shell(k);
     FZ_CHECK(k->cur_kind == CB_REQ_NONE && k->q_len == 0, "every request served");
 
     static const char *const names[CB_CH_COUNT] = {"shell", "iopub", "stdin", "control", "hb"};

@@ -1,48 +1,151 @@
 #!/bin/sh
-# deps.sh - make sure the Debian packages cellblock builds and tests with are
-# present.  As root it installs what is missing with apt-get; otherwise it
-# prints the exact command and fails.
-set -eu
+# deps.sh [--dry-run] [GROUP...] - make sure the Debian packages of the named
+# groups are present (no group: core).  As root it installs what is missing
+# with apt-get; otherwise it prints the exact command and fails.  --dry-run
+# prints what it would install and installs nothing (exit 0); --list prints
+# every package of the groups, installed or not (what a new machine gets).
 #
-# Besides the build and the libraries the tests import, the list has what the
-# README's commands and the tests run: the `jupyter console`, `jupyter notebook`
-# and `jupyter nbconvert` scripts (Debian ships them apart from the Python
-# modules), pip for %pip, tmux, chromium (the browser test; never downloaded),
-# c-ares for cellblock-proxy, openssl and curl for the proxy's tests,
-# ipywidgets, comm and the Notebook's widget extension (widgets, issue 12); the
-# fuzzing and isolation-tier packages are explained below the list.
-PKGS="build-essential pkg-config libzmq3-dev libczmq-dev libjansson-dev libsodium-dev
-libseccomp-dev libc-ares-dev python3-jupyter-client python3-ipykernel python3-jupyter-kernel-test
-python3-pytest python3-numpy python3-pandas python3-matplotlib python3-nbclient python3-tqdm
-python3-pip jupyter-console python3-notebook jupyter-notebook python3-nbconvert
-jupyter-nbconvert tmux procps iproute2 chromium fonts-dejavu-core openssl curl
-python3-jupyter-server python3-ipywidgets python3-comm jupyter-nbextension-jupyter-js-widgets
-clang-14 libclang-rt-14-dev llvm-14
-runsc qemu-system-x86 linux-image-amd64 cpio kmod"
-# (clang-14 + libclang-rt-14-dev: the libFuzzer/ASan/UBSan/LSan runtimes of
-# `make fuzz-smoke`, which `make test` runs; the runtimes are only a
-# Recommends of clang-14.  llvm-14: llvm-symbolizer for readable reports.)
-# (runsc: --isolation gvisor; qemu-system-x86 + linux-image-amd64: --isolation
-#  microvm, whose guest kernel scripts/vmimage.sh extracts at build time; the
-#  generic flavour because the cloud one has no 9p)
+#   core   build cellblock and run `make demo` on the default (namespaces)
+#          tier: the C toolchain and libraries, jupyter_client and nbclient,
+#          IPython for the kernel's shell, pandas and matplotlib for the demo
+#   test   what `make test` adds (it installs core, test, tiers and fuzz):
+#          pytest, the control kernel, the Jupyter frontends, Chromium, ...
+#   tiers  --isolation gvisor (runsc) and --isolation microvm (QEMU and a
+#          Debian kernel, from which `make` extracts the guest image)
+#   fuzz   `make fuzz` and `make fuzz-smoke`: clang and its sanitizer runtimes
+#   guest  the cgroup v2 test guest (`make test-guest`, a subset in make test)
+#   all    every group
+#
+# A group is a list of packages, one per line, each with why it is there:
+# to add a package to a group, add its line.
+set -eu
+
+core='
+build-essential             # cc, make, the libc headers (cellblock-init is static)
+pkg-config
+libzmq3-dev
+libczmq-dev
+libjansson-dev
+libsodium-dev
+libseccomp-dev
+libc-ares-dev               # cellblock-proxy (--network allow:)
+libssl-dev                  # libcrypto: the kernel HMAC-SHA256 and SHA-256 of paused images (issue 20);
+                            #   libssl: the proxy TLS for --secret hosts
+python3-jupyter-client      # the client side: make demo, the tests, cellblock.Sandbox
+python3-nbclient            # make demo runs examples/demo.ipynb with it
+python3-ipython             # the kernel runs IPython inside the sandbox when it is there
+python3-pandas              # the demo notebook
+python3-matplotlib          # the demo notebook (and the runner preloads it)
+'
+
+test='
+python3-ipykernel           # the control kernel of every comparison
+python3-jupyter-kernel-test
+python3-pytest
+python3-numpy
+python3-tqdm                # the widget tests
+python3-pip                 # %pip
+jupyter-console             # the README commands the tests run (Debian ships the
+python3-notebook            #   jupyter scripts apart from the Python modules)
+jupyter-notebook
+python3-nbconvert
+jupyter-nbconvert
+python3-jupyter-server
+python3-ipywidgets          # widgets and comms (issue 12)
+python3-comm
+jupyter-nbextension-jupyter-js-widgets
+tmux                        # the terminal frontend test
+procps
+iproute2
+chromium                    # the browser test (Debian'"'"'s; never downloaded)
+fonts-dejavu-core
+openssl                     # the network-allowlist tests
+curl
+python3-requests            # the secrets tests call a local API through requests, as agents do
+python3-debugpy             # the debugger (issue 23): pydevd inside the sandbox
+'
+
+tiers='
+runsc                       # --isolation gvisor
+qemu-system-x86             # --isolation microvm
+linux-image-amd64           # its guest kernel (generic: the cloud flavour has no 9p)
+cpio                        # scripts/vmimage.sh packs the guest initramfs
+kmod                        # ... with the modules modprobe lists
+'
+
+guest='
+busybox-static              # the test guest (issue 19, make test-guest): its initramfs /init
+podman                      # a container on a cgroup v2 host, run in the guest
+crun                        # ... the runtime the guest containers run with
+runc                        # ... podman default here, which deploy/container/base.sh import asks for
+debootstrap                 # ... its base image, made by base.sh
+'
+
+fuzz='
+clang-14                    # libFuzzer and ASan/UBSan/LSan: make fuzz-smoke (in make test)
+libclang-rt-14-dev          # the runtimes (only a Recommends of clang-14)
+llvm-14                     # llvm-symbolizer, for readable reports
+'
+
+s_group() {
+    case $1 in
+    core) printf '%s\n' "$core" ;;
+    test) printf '%s\n' "$test" ;;
+    tiers) printf '%s\n' "$tiers" ;;
+    fuzz) printf '%s\n' "$fuzz" ;;
+    guest) printf '%s\n' "$guest" ;;
+    esac | sed 's/#.*//'
+}
+
+dry=0
+list=0
+groups=""
+for a in "$@"; do
+    case $a in
+    --dry-run | -n) dry=1 ;;
+    --list) list=1 ;;
+    all) groups="$groups core test tiers fuzz guest" ;;
+    core | test | tiers | fuzz | guest) groups="$groups $a" ;;
+    *)
+        echo "deps.sh: unknown group '$a' (core, test, tiers, fuzz, guest, all)" >&2
+        exit 2
+        ;;
+    esac
+done
+[ -n "$groups" ] || groups=core
+
+want=""
+for g in $groups; do
+    want="$want $(s_group "$g")"
+done
+if [ "$list" = 1 ]; then
+    # shellcheck disable=SC2086
+    echo $want
+    exit 0
+fi
 missing=""
-for p in $PKGS; do
+for p in $want; do
+    case " $missing " in *" $p "*) continue ;; esac
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' \
         || missing="$missing $p"
 done
-# tests/frontends needs node + npm: use the machine's if it has them (e.g. a
+# tests/frontends needs node + npm: the machine's if it has them (e.g. a
 # NodeSource Node 20, which Debian's npm would conflict with), else Debian's
 # (Node 18, which the locked playwright-core supports).
-command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
+case " $groups " in
+*" test "*) command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm" ;;
+esac
 [ -z "$missing" ] && exit 0
-if [ "$(id -u)" = 0 ]; then
-    echo "deps.sh: installing:$missing"
+if [ "$dry" = 1 ]; then
+    echo "deps.sh ($groups ): would install:$missing"
+elif [ "$(id -u)" = 0 ]; then
+    echo "deps.sh ($groups ): installing:$missing"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     # shellcheck disable=SC2086
     apt-get install -y -qq --no-install-recommends $missing
 else
-    echo "deps.sh: missing Debian packages:$missing"
+    echo "deps.sh ($groups ): missing Debian packages:$missing"
     echo "run: sudo apt-get update && sudo apt-get install -y$missing"
     exit 1
 fi
