@@ -3,6 +3,7 @@ is not installed), so no test can hang `make test`.  A test may set its own
 with @pytest.mark.timeout(seconds); otherwise its folder's default applies."""
 import os
 import signal
+import time
 
 import pytest
 
@@ -24,6 +25,7 @@ def pytest_runtest_protocol(item, nextitem):
     m = item.get_closest_marker("timeout")
     folder = os.path.relpath(str(item.fspath), HERE).split(os.sep)[0]
     limit = int(m.args[0]) if m else FOLDER_LIMITS.get(folder, DEFAULT_LIMIT)
+    limit *= int(os.environ.get("CB_TEST_TIME_SCALE", "1"))  # emulated guests (tests/guest)
 
     def on_alarm(signum, frame):
         raise TestTimeLimit(f"{item.nodeid}: exceeded {limit} s")
@@ -172,3 +174,79 @@ def staged_install():
         yield staged
     finally:
         shutil.rmtree(prefix, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------
+# Warm-start templates (issue 21) that kernels of this session started are
+# ended with it: each one's supervisor gets SIGTERM, by the pid (and start
+# time) its pid file names, so nothing the suite made outlives it.  Templates
+# that were there before the session are left alone, and so are those of
+# other builds (a supervisor is a fork of the launcher that started it: its
+# executable names the build).
+# --------------------------------------------------------------------------
+_WARM_DIR = "/run/cellblock/warm"
+_WARM_END_WAIT_S = 15  # a supervisor ending its template and removing its cgroup
+
+
+def _warm_supervisors():
+    out = set()
+    try:
+        names = os.listdir(_WARM_DIR)
+    except OSError:
+        return out
+    for name in names:
+        if name.endswith(".pid"):
+            try:
+                with open(os.path.join(_WARM_DIR, name)) as f:
+                    sup, start, _tpl = f.read().split()
+                out.add((int(sup), int(start)))
+            except (OSError, ValueError):
+                pass
+    return out
+
+
+def _start_time(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pytest_sessionstart(session):
+    session.config._cb_warm_before = _warm_supervisors()
+
+
+def _of_this_build(pid):
+    launcher = os.path.join(BUILD, "libexec", "cellblock", "cellblock-launcher")
+    try:
+        exe = os.readlink("/proc/%d/exe" % pid)
+    except OSError:
+        return False
+    # (a launcher rebuilt since is "... (deleted)": still this build's)
+    return exe.removesuffix(" (deleted)") == os.path.realpath(launcher)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, "_cb_warm_before", set())
+    ended = []
+    for sup, start in _warm_supervisors() - before:
+        if _start_time(sup) == start and _of_this_build(sup):
+            try:
+                os.kill(sup, signal.SIGTERM)
+                ended.append((sup, start))
+            except OSError:
+                pass
+    # a supervisor ends its template (SIGTERM, then SIGKILL after
+    # CB_WARM_TERM_GRACE_MS) and then removes its cgroup: wait for that, so
+    # that the session leaves nothing behind when it returns
+    deadline = time.monotonic() + _WARM_END_WAIT_S
+    while ended and time.monotonic() < deadline:
+        ended = [(p, t) for p, t in ended if _start_time(p) == t]
+        if ended:
+            time.sleep(0.05)
+    # groups of kernels and launchers a test hard-killed last (every launcher
+    # sweeps its siblings when it starts; after the last one, nobody would)
+    kernel = os.path.join(BUILD, "bin", "cellblock-kernel")
+    if os.path.exists(kernel):
+        subprocess.run([kernel, "sweep"], capture_output=True, timeout=60)

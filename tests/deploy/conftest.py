@@ -138,3 +138,18 @@ def jupyter_server():
     finally:
         left = srv.stop()
         assert not left, "processes of the server survived its stop: %r" % left
+
+
+def node_with_packages(pkg_dir, module="@jupyterlab/services"):
+    """node, once `npm ci` has installed pkg_dir's locked packages (when
+    node_modules/<module> is missing); skips (fails with CB_MUST_WORK=1)
+    without node/npm or when npm ci fails."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        skip_or_fail("node/npm not found (apt-get install nodejs npm)")
+    if not os.path.exists(os.path.join(pkg_dir, "node_modules", *module.split("/"))):
+        r = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                           cwd=pkg_dir, capture_output=True, text=True, timeout=600)
+        if r.returncode:
+            skip_or_fail("npm ci in %s failed: %s" % (pkg_dir, r.stderr[-2000:]))
+    return node

@@ -10,13 +10,12 @@ afterwards, and that no process of it is left.
 import csv
 import io
 import os
-import shutil
 import subprocess
 import time
 
 import pytest
 
-from .conftest import REPO, api, descendants, skip_or_fail
+from .conftest import REPO, api, descendants, node_with_packages
 
 AGENT_DIR = os.path.join(REPO, "examples", "node-agent")
 AGENT_S = 180   # the whole agent run: six steps, a restart included
@@ -26,15 +25,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def node_agent():
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not node or not npm:
-        skip_or_fail("node/npm not found (apt-get install nodejs npm)")
-    if not os.path.exists(os.path.join(AGENT_DIR, "node_modules", "@jupyterlab", "services")):
-        r = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-                           cwd=AGENT_DIR, capture_output=True, text=True, timeout=600)
-        if r.returncode:
-            skip_or_fail("npm ci in examples/node-agent failed: " + r.stderr[-2000:])
-    return node
+    return node_with_packages(AGENT_DIR)
 
 
 @pytest.mark.timeout(AGENT_S + 60)

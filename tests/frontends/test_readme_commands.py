@@ -22,7 +22,7 @@ import nbformat
 import pytest
 from jupyter_client.blocking import BlockingKernelClient
 
-from .conftest import EXAMPLES, run
+from .conftest import EXAMPLES, REPO, SYS_PYTHON, run
 from .procs import stop_process
 from .test_nbclient import check_demo
 
@@ -126,3 +126,26 @@ def test_jupyter_notebook_offers_and_starts_cellblock(tracker, frontend_env, tmp
         _api(url, token, "DELETE", f"/api/kernels/{kernel['id']}", timeout=30)
     finally:
         stop_process(proc, timeout=15)
+
+
+def readme_block(section, lang="python"):
+    """The first ```lang block of the README's `## section`."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("\n## " + section + "\n")
+    end = text.find("\n## ", start + 1)
+    body = text[start:end if end >= 0 else len(text)]
+    fence = "```" + lang + "\n"
+    i = body.index(fence) + len(fence)
+    return body[i:body.index("```", i)]
+
+
+@pytest.mark.timeout(240)
+def test_the_debugger_example_as_in_readme(tracker, frontend_env, tmp_path):
+    # "## The debugger": from jupyter_client, the requests a frontend sends
+    script = tmp_path / "debugger_example.py"
+    script.write_text(readme_block("The debugger"))
+    r = run([SYS_PYTHON, str(script)], timeout=220, env=frontend_env, cwd=str(tmp_path))
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    # what its comments say it prints: the stopped frame's locals, the cell's end
+    assert r.stdout.splitlines() == ["{'a': '2', 'b': '3'}", "ok"], r.stdout + r.stderr[-2000:]

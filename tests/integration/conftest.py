@@ -86,10 +86,10 @@ def kernel_factory():
     the test fails if a kernel process (or a process it started) survives."""
     started = []
 
-    def start(**km_kwargs):
+    def start(stderr=None, **km_kwargs):
         k = Kernel(**km_kwargs)
         started.append(k)
-        return k.start()
+        return k.start(stderr=stderr)
 
     yield start
     problems = []

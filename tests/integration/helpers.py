@@ -100,11 +100,14 @@ class Kernel:
         self.extra_clients = []
 
     # -- life cycle --------------------------------------------------------
-    def start(self, timeout=TIMEOUT):
+    def start(self, timeout=TIMEOUT, extra_arguments=None, env=None, stderr=None):
         # ipykernel disables its fd-level output capture when it sees
-        # PYTEST_CURRENT_TEST; give kernels the environment a user would.
-        env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-        self.km.start_kernel(env=env)
+        # PYTEST_CURRENT_TEST; give kernels the environment a user would
+        # (env: variables added to it).
+        full = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+        full.update(env or {})
+        kw = {"extra_arguments": extra_arguments} if extra_arguments else {}
+        self.km.start_kernel(env=full, stderr=stderr, **kw)
         self.pid = self.km.provisioner.process.pid
         self.kc = self.km.client()
         self.kc.allow_stdin = False  # tests that want stdin ask for it

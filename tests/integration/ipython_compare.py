@@ -2,7 +2,7 @@
 ipykernel (the `python3` kernelspec), messages compared modulo what must
 differ -- ids, dates, timings, memory addresses, the kernels' working
 directories and the names they give cells (`/tmp/ipykernel_N/M.py` there,
-`<cell-N>` here) -- and minus what only cellblock sends (the files a cell
+`/tmp/cellblock_T/M.py` here) -- and minus what only cellblock sends (the files a cell
 wrote, returned as artifacts).
 
 Used by tests/integration/test_ipython*.py and tests/notebooks/.
@@ -21,7 +21,7 @@ from .helpers import TIMEOUT, Kernel, collect_iopub, get_reply
 REFERENCE = "python3"
 
 # ipykernel's cell file names, and cellblock's
-_CELL_NAME = re.compile(r"/tmp/ipykernel_\d+/\d+\.py|/tmp/cellblock-cells/\d+(?:\.\d+)?\.py"
+_CELL_NAME = re.compile(r"/tmp/ipykernel_\d+/\d+\.py|/tmp/cellblock_[0-9a-f]+/\d+\.py"
                         r"|<cell-\d+(?:\.\d+)?>")
 # the same cell file names as they appear in SyntaxError messages: "(1234.py, line 2)"
 _CELL_BASENAME = re.compile(r"(?<![\w/.])\d+(?:\.\d+)?\.py(?=, line )")

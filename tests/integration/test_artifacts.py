@@ -147,9 +147,9 @@ def png_size(data):
     return struct.unpack(">II", data[16:24])
 
 
-def spec_kernel(kernel_factory, tmp_path, *flags):
+def spec_kernel(kernel_factory, tmp_path, *flags, stderr=None):
     """A kernel started from a temporary copy of the built kernelspec with
-    `flags` appended to its argv."""
+    `flags` appended to its argv (its log to `stderr`, a file, if given)."""
     with open(KSPEC) as f:
         spec = json.load(f)
     spec["argv"] = spec["argv"] + list(flags)
@@ -158,7 +158,7 @@ def spec_kernel(kernel_factory, tmp_path, *flags):
     d.mkdir(parents=True)
     (d / "kernel.json").write_text(json.dumps(spec))
     ksm = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
-    k = kernel_factory(kernel_name=name, kernel_spec_manager=ksm)
+    k = kernel_factory(kernel_name=name, kernel_spec_manager=ksm, stderr=stderr)
     # the flags really are on the kernel's command line
     with open(f"/proc/{k.pid}/cmdline", "rb") as f:
         argv = f.read().split(b"\0")

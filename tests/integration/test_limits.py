@@ -74,3 +74,59 @@ def test_max_output_caps_a_cell(kernel_factory, tmp_path):
     # the limit is per cell: the next one prints normally
     r = k.execute("print('next cell')")
     assert r.stream("stdout") == "next cell\n"
+
+
+@pytest.mark.parametrize("clone3", [True, False], ids=["clone3", "no_clone3"])
+def test_clone_into_cgroup(kernel_factory, tmp_path, clone3):
+    """On cgroup v2 the sandbox is cloned into its cgroup (clone3 with
+    CLONE_INTO_CGROUP: limited from its first instruction, no attach after),
+    unless --no-clone-into-cgroup asks for the attach; v1 always attaches.
+    The launcher says which at info level.  CB_EXPECT_LIMITS as for the
+    banner (the test guest: "cgroup v2")."""
+    import os
+    flags = ["--log-level", "info"] + ([] if clone3 else ["--no-clone-into-cgroup"])
+    log = tmp_path / "kernel.log"
+    with open(log, "w") as f:
+        k = spec_kernel(kernel_factory, tmp_path, *flags, stderr=f)
+        assert k.execute("1").status == "ok"      # the sandbox is up: its lines are written
+    text = log.read_text()
+    said = [l.split("the sandbox's init ", 1)[1] for l in text.splitlines()
+            if "the sandbox's init " in l]
+    expect = os.environ.get("CB_EXPECT_LIMITS") or ("cgroup v" if os.geteuid() == 0 else "")
+    if "DEGRADED limits" in text:
+        assert not expect.startswith("cgroup"), text[-3000:]
+        assert said == [], said                   # no cgroup: nothing to say
+        return
+    assert len(said) == 1, text[-3000:]
+    if "isolation: cellblock sandbox" in text and "; cgroup v2 (" in text:
+        want = ("started in its cgroup (clone3 CLONE_INTO_CGROUP)" if clone3 else
+                "was moved into its cgroup after clone (--no-clone-into-cgroup)")
+    else:
+        assert "; cgroup v1 (" in text, text[-3000:]
+        assert expect != "cgroup v2", text[-3000:]
+        want = "was moved into its cgroup after clone (cgroup v1)"
+    assert said[0].split(" ", 1)[1] == want, said
+
+
+def test_banner_says_what_holds_the_limits(kernel_factory, tmp_path):
+    """The banner names what enforces --memory/--pids/--cpus: a cgroup (v1 or
+    v2) or, when none can be used, DEGRADED with the cause, in the same words
+    on v1 and v2.  CB_EXPECT_LIMITS (the test guest sets it: "cgroup v2",
+    "DEGRADED") says which this machine must show; without it, root on this
+    build host has cgroup v1."""
+    import os
+    k = spec_kernel(kernel_factory, tmp_path, "--memory", "200M", "--pids", "64")
+    assert k.execute("1").status == "ok"          # the sandbox is up: its line is in force
+    k.kc.kernel_info()
+    banner = k.kc.get_shell_msg(timeout=30)["content"]["banner"]
+    expect = os.environ.get("CB_EXPECT_LIMITS") or ("cgroup v" if os.geteuid() == 0 else "")
+    if "DEGRADED" in banner:
+        # the cause, then what still holds
+        assert "DEGRADED limits: no cgroup (cgroup v" in banner and "not" in banner, banner
+        assert "rlimits only (address space 200 MiB, nproc 64" in banner, banner
+    else:
+        assert "memory 200 MiB no swap, pids 64" in banner, banner
+    if expect:
+        assert expect in banner, (expect, banner)
+        if expect.startswith("cgroup"):
+            assert "DEGRADED" not in banner, banner

@@ -15,160 +15,27 @@ on the proxy program alone with small values, which is faster and keeps
 timing out of the kernel tests.
 """
 
-import base64
-import hashlib
-import http.server
-import io
 import json
 import os
 import shutil
 import signal
 import socket
-import ssl
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import zipfile
 
 import pytest
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
 
-from .conftest import BUILD, KERNEL_BIN
-from .helpers import TIMEOUT, Kernel, descendants, execute, is_cellblock, wait_gone
+from .conftest import KERNEL_BIN
+from .helpers import TIMEOUT, execute, wait_gone
+from .proxy_kit import (BIG, WHEEL_NAME, AllowKernel, Proxy, dns_server, hosts,  # noqa: F401
+                        ipykernel, landlock_abi, proc_status, recv_all, skip)
 
 pytestmark = pytest.mark.cellblock_only
 
-PROXY_BIN = os.path.join(BUILD, "libexec", "cellblock", "cellblock-proxy")
 CA_IN_SANDBOX = "/etc/cellblock-test/ca.pem"
-BIG = 64 << 20          # bytes the /big endpoint can send
 BUDGET_MB = 4           # --network-max-bytes of the budget kernel
-MUST_WORK = os.environ.get("CB_MUST_WORK") == "1"
-
-
-def _skip(reason):
-    if MUST_WORK:
-        pytest.fail("skip not allowed (CB_MUST_WORK=1): " + reason)
-    pytest.skip(reason)
-
-
-# --------------------------------------------------------------------------
-# the allowed "hosts": servers on 127.0.0.1
-# --------------------------------------------------------------------------
-
-def _wheel():
-    files = {"tinypkg/__init__.py": b"VALUE = 42\n",
-             "tinypkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
-             "tinypkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: cellblock-test\n"
-                                            b"Root-Is-Purelib: true\nTag: py3-none-any\n"}
-    buf, record = io.BytesIO(), []
-    with zipfile.ZipFile(buf, "w") as z:
-        for name, data in files.items():
-            z.writestr(name, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record.append(f"{name},sha256={digest},{len(data)}")
-        record.append("tinypkg-1.0.dist-info/RECORD,,")
-        z.writestr("tinypkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
-    return buf.getvalue()
-
-
-WHEEL = _wheel()
-WHEEL_NAME = "tinypkg-1.0-py3-none-any.whl"
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def _send(self, body, ctype="text/plain"):
-        self.send_response(200)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        p = self.path
-        if p.startswith("/hello"):
-            self._send(b"hello from %s, Host %s" % (self.server.label.encode(),
-                                                    self.headers.get("Host", "").encode()))
-        elif p.rstrip("/") == "/simple":
-            self._send(b'<html><body><a href="/simple/tinypkg/">tinypkg</a></body></html>',
-                       "text/html")
-        elif p.rstrip("/") == "/simple/tinypkg":
-            sha = hashlib.sha256(WHEEL).hexdigest()
-            self._send(f'<html><body><a href="/files/{WHEEL_NAME}#sha256={sha}">{WHEEL_NAME}</a>'
-                       f'</body></html>'.encode(), "text/html")
-        elif p == "/files/" + WHEEL_NAME:
-            self._send(WHEEL, "application/octet-stream")
-        elif p.startswith("/big"):
-            self.send_response(200)
-            self.send_header("Content-Length", str(BIG))
-            self.end_headers()
-            chunk = b"x" * 65536
-            try:
-                for _ in range(BIG // len(chunk)):
-                    self.wfile.write(chunk)
-            except OSError:
-                pass   # the proxy cut it: what the test wants
-        else:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
-def _serve(label, tls_ctx=None):
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.daemon_threads = True
-    srv.label = label
-    if tls_ctx is not None:
-        srv.socket = tls_ctx.wrap_socket(srv.socket, server_side=True)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
-
-
-def _openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def hosts():
-    if not is_cellblock():
-        _skip("cellblock only")
-    if not os.access(PROXY_BIN, os.X_OK):
-        _skip(f"{PROXY_BIN} not built; run make")
-    if shutil.which("openssl") is None:
-        _skip("openssl is needed to make the test CA (scripts/deps.sh installs it)")
-    tmp = tempfile.mkdtemp(prefix="cb-net-")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-             "-days", "2", "-subj", "/CN=cellblock test CA",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign", cwd=tmp)
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr",
-             "-subj", "/CN=tls.test", cwd=tmp)
-    with open(os.path.join(tmp, "ext.cnf"), "w") as f:
-        f.write("subjectAltName=DNS:tls.test\nbasicConstraints=CA:FALSE\n"
-                "extendedKeyUsage=serverAuth\n")
-    _openssl("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "ext.cnf", cwd=tmp)
-    os.chmod(tmp, 0o755)
-    os.chmod(os.path.join(tmp, "ca.pem"), 0o644)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(os.path.join(tmp, "srv.pem"), os.path.join(tmp, "srv.key"))
-    plain, tls, other = _serve("plain"), _serve("tls", ctx), _serve("other")
-    h = {"dir": tmp, "ca": os.path.join(tmp, "ca.pem"),
-         "plain": plain.server_address[1], "tls": tls.server_address[1],
-         "other": other.server_address[1]}
-    yield h
-    for s in (plain, tls, other):
-        s.shutdown()
-        s.server_close()
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _allow_args(h, *extra):
@@ -179,62 +46,9 @@ def _allow_args(h, *extra):
             "--log-level", "info", *extra]
 
 
-class _AllowKernel(Kernel):
-    """The built cellblock kernelspec with extra flags, its stderr (the log,
-    where the proxy's decisions go) kept in a file."""
-
-    def __init__(self, args, log_path):
-        super().__init__()
-        self.args, self.log_path = args, log_path
-
-    def start(self, timeout=TIMEOUT):
-        env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-        self._log = open(self.log_path, "w")
-        self.km.start_kernel(env=env, extra_arguments=self.args, stderr=self._log)
-        self.pid = self.km.provisioner.process.pid
-        self.kc = self.km.client()
-        self.kc.allow_stdin = False
-        self.kc.start_channels()
-        try:
-            self.kc.wait_for_ready(timeout=timeout)
-        except Exception:
-            self.stop(check=False)
-            raise
-        return self
-
-    def log(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def log_with(self, want, timeout=10):
-        """The log once every line of want is in it (the proxy's log reaches
-        the kernel's through the launcher, a moment after the reply)."""
-        deadline = time.monotonic() + timeout
-        log = self.log()
-        while not all(w in log for w in want) and time.monotonic() < deadline:
-            time.sleep(0.1)
-            log = self.log()
-        return log
-
-    def run(self, code, timeout=TIMEOUT):
-        r = execute(self.kc, code, timeout=timeout)
-        assert r.status == "ok", r.error_text() + "\n--- log:\n" + self.log()[-3000:]
-        return r.stream("stdout")
-
-    def proxy_pid(self):
-        for p in descendants(self.pid):
-            try:
-                with open(f"/proc/{p}/cmdline", "rb") as f:
-                    if os.path.basename(f.read().split(b"\0")[0]) == b"cellblock-proxy":
-                        return p
-            except OSError:
-                pass
-        return None
-
-
 @pytest.fixture(scope="module")
 def nk(hosts):
-    k = _AllowKernel(_allow_args(hosts), os.path.join(hosts["dir"], "kernel.log")).start()
+    k = AllowKernel(_allow_args(hosts), os.path.join(hosts["dir"], "kernel.log")).start()
     # what a user does to trust a private CA: bind it in, point Python at it
     k.run(f"import os\nos.environ['SSL_CERT_FILE'] = {CA_IN_SANDBOX!r}\n"
           f"os.environ['PIP_CERT'] = {CA_IN_SANDBOX!r}\n"
@@ -307,8 +121,7 @@ def test_unlisted_port_name_and_address_are_refused_with_a_403_naming_why(nk, ho
         f"print('port:', get('http://plain.test:{hosts['other']}/hello'))\n"
         f"print('name:', get('http://other.test:{hosts['plain']}/hello'))\n"
         f"print('tls-port:', get('https://tls.test:{hosts['other']}/hello'))\n"
-        # an IP literal, asked of the proxy directly (NO_PROXY sends urllib's own
-        # requests for 127.0.0.1 around the proxy, where nothing listens)
+        # an unlisted IP literal, asked of the proxy directly
         "import socket\n"
         "s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
         f"s.sendall(b'GET http://127.0.0.1:{hosts['plain']}/hello HTTP/1.1\\r\\n\\r\\n')\n"
@@ -350,24 +163,14 @@ def test_direct_connections_without_the_proxy_fail(nk, hosts):
     test can tell."""
     res = json.loads(nk.run(DIRECT.replace("PORT", str(hosts["plain"]))))
     assert res == {"tcp": "ConnectionRefusedError", "dns": "gaierror"}, res
-    if "python3" not in KernelSpecManager().find_kernel_specs():
-        return _skip("no python3 kernelspec for the control")
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel()
-    try:
-        kc = km.client()
-        kc.start_channels()
-        kc.wait_for_ready(timeout=60)
-        r = execute(kc, DIRECT.replace("PORT", str(hosts["plain"])))
+    with ipykernel() as ref:
+        r = execute(ref.kc, DIRECT.replace("PORT", str(hosts["plain"])))
         assert json.loads(r.stream("stdout"))["tcp"] == "REACHED"
-        kc.stop_channels()
-    finally:
-        km.shutdown_kernel(now=True)
 
 
 def test_curl_uses_the_proxy_and_the_unix_socket(nk, hosts):
     if shutil.which("curl") is None:
-        return _skip("curl not installed (scripts/deps.sh installs it)")
+        return skip("curl not installed (scripts/deps.sh installs it)")
     out = nk.run(
         "import subprocess\n"
         f"r = subprocess.run(['curl', '-sS', 'https://tls.test:{hosts['tls']}/hello'], capture_output=True, text=True)\n"
@@ -418,7 +221,7 @@ def test_the_launcher_restarts_a_proxy_that_died(nk, hosts):
 
 def test_a_large_download_is_bounded_and_the_proxy_dies_with_the_kernel(hosts):
     log = os.path.join(hosts["dir"], "budget.log")
-    k = _AllowKernel(_allow_args(hosts, "--network-max-bytes", f"{BUDGET_MB}M"), log).start()
+    k = AllowKernel(_allow_args(hosts, "--network-max-bytes", f"{BUDGET_MB}M"), log).start()
     try:
         proxy = k.proxy_pid()
         assert proxy is not None
@@ -491,71 +294,67 @@ def test_sandbox_client_accepts_a_host_list(hosts):
 # the proxy program alone: bounds with small values, DNS answers
 # --------------------------------------------------------------------------
 
-class _Proxy:
-    def __init__(self, *args):
-        self.lsock = socket.socket()
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(64)
-        self.port = self.lsock.getsockname()[1]
-        r, w = os.pipe()
-        self.log = tempfile.TemporaryFile()
-        self.p = subprocess.Popen([PROXY_BIN, "--listen-fd", str(self.lsock.fileno()),
-                                   "--ready-fd", str(w), "--log-level", "info", *args],
-                                  pass_fds=[self.lsock.fileno(), w], stderr=self.log)
-        os.close(w)
-        ready = os.read(r, 512)
-        os.close(r)
-        assert ready == b"", ready
-
-    def request(self, data, timeout=10):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-        s.sendall(data)
-        return s
-
-    def stop(self):
-        alive = self.p.poll() is None
-        self.p.kill()
-        self.p.wait(10)
-        self.lsock.close()
-        return alive
-
-
-def _recv_all(s, limit=1 << 16):
-    data = b""
-    while len(data) < limit:
-        try:
-            b = s.recv(4096)
-        except (ConnectionResetError, socket.timeout):
-            break
-        if not b:
-            break
-        data += b
-    return data
-
-
 @pytest.fixture
 def plain_port(hosts):
     return hosts["plain"]
 
 
+def test_the_proxy_is_confined_seen_from_outside(plain_port, monkeypatch):
+    """proxy/confine.c, as the host sees it: seccomp in filter mode,
+    no_new_privs, no capabilities, uid 65534 when started by root; and
+    Landlock, through a consequence: c-ares reads the file HOSTALIASES names
+    when it resolves a one-label name (a file any uid may read, here), and
+    the confined proxy may read /etc/hosts and /dev/urandom only, so the
+    alias is never read and the name does not resolve.  Unconfined, the
+    same request is answered by plain.test (checked when this test was
+    written, by turning Landlock off in confine.c)."""
+    d = tempfile.mkdtemp(prefix="cb-aliases-")
+    try:
+        os.chmod(d, 0o755)
+        aliases = os.path.join(d, "aliases")
+        with open(aliases, "w") as f:
+            f.write("aliasx localhost\n")
+        os.chmod(aliases, 0o644)
+        monkeypatch.setenv("HOSTALIASES", aliases)
+        px = Proxy("--allow", f"aliasx:{plain_port}")
+        try:
+            st = proc_status(px.p.pid)
+            assert st["Seccomp"] == "2" and st["NoNewPrivs"] == "1", st
+            assert all(int(st[c], 16) == 0 for c in ("CapInh", "CapPrm", "CapEff", "CapAmb")), st
+            if os.geteuid() == 0:
+                assert st["Uid"].split() == ["65534"] * 4, st["Uid"]
+            if landlock_abi() == 0:
+                skip("no Landlock in this kernel: the proxy runs without it")
+            s = px.request(f"GET http://aliasx:{plain_port}/hello HTTP/1.1\r\n\r\n".encode())
+            reply = recv_all(s)
+            s.close()
+            assert reply.startswith(b"HTTP/1.1 502 Bad Gateway (cellblock proxy: cannot resolve "
+                                    b"aliasx"), reply
+            assert "seccomp, Landlock)" in px.log_text()
+        finally:
+            assert px.stop(), "the proxy died"
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_proxy_idle_and_head_timeouts(plain_port):
-    px = _Proxy("--allow", f"plain.test:{plain_port}", "--resolve", "plain.test=127.0.0.1",
+    px = Proxy("--allow", f"plain.test:{plain_port}", "--resolve", "plain.test=127.0.0.1",
                 "--idle-timeout-ms", "300", "--head-timeout-ms", "300")
     try:
         s = px.request(f"CONNECT plain.test:{plain_port} HTTP/1.1\r\n\r\n".encode())
         first = s.recv(200)
         assert first.startswith(b"HTTP/1.1 200 Connection established")
-        assert _recv_all(s) == b""        # closed by the proxy, not by our 10 s timeout
+        assert recv_all(s) == b""        # closed by the proxy, not by our 10 s timeout
         s.close()
         s = px.request(b"GET http://plain.test/ HTTP/1.1\r\n")   # never finished
-        assert _recv_all(s).startswith(b"HTTP/1.1 408 Request Timeout")
+        assert recv_all(s).startswith(b"HTTP/1.1 408 Request Timeout")
         s.close()
     finally:
         assert px.stop(), "the proxy died"
 
 
 def test_proxy_connection_limit_makes_new_ones_wait(plain_port):
-    px = _Proxy("--allow", f"plain.test:{plain_port}", "--resolve", "plain.test=127.0.0.1",
+    px = Proxy("--allow", f"plain.test:{plain_port}", "--resolve", "plain.test=127.0.0.1",
                 "--max-conns", "2")
     try:
         held = [px.request(f"CONNECT plain.test:{plain_port} HTTP/1.1\r\n\r\n".encode())
@@ -568,46 +367,11 @@ def test_proxy_connection_limit_makes_new_ones_wait(plain_port):
             third.recv(100)               # not served while two are open
         held[0].close()
         third.settimeout(10)
-        assert b"hello from plain" in _recv_all(third)
+        assert b"hello from plain" in recv_all(third)
         third.close()
         held[1].close()
     finally:
         assert px.stop(), "the proxy died"
-
-
-def _dns_server(answers):
-    """A fake DNS server on 127.0.0.1 (UDP): answers A queries for the names
-    in `answers` with the given IPv4 address, NXDOMAIN otherwise."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                q, peer = sock.recvfrom(512)
-            except socket.timeout:
-                continue
-            qid, qd = q[:2], q[12:]
-            labels, i = [], 0
-            while qd[i]:
-                labels.append(qd[i + 1:i + 1 + qd[i]].decode())
-                i += qd[i] + 1
-            question = qd[:i + 5]
-            qtype = struct.unpack("!H", qd[i + 1:i + 3])[0]
-            addr = answers.get(".".join(labels).lower())
-            if addr and qtype == 1:
-                ans = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 5, 4) + socket.inet_aton(addr)
-                sock.sendto(qid + b"\x81\x80" + struct.pack("!HHHH", 1, 1, 0, 0) + question + ans,
-                            peer)
-            else:
-                rcode = b"\x81\x80" if addr else b"\x81\x83"
-                sock.sendto(qid + rcode + struct.pack("!HHHH", 1, 0, 0, 0) + question, peer)
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    return sock, stop, t
 
 
 def test_dns_answers_in_special_ranges_are_refused(plain_port):
@@ -615,19 +379,19 @@ def test_dns_answers_in_special_ranges_are_refused(plain_port):
     metadata address is refused: only the operator (an IP rule, a pin, the
     host's /etc/hosts) can make such an address reachable.  The proxy never
     connects there: the refusal comes before connect(2)."""
-    dns, stop, thread = _dns_server({"rebind.test": "127.0.0.1", "meta.test": "169.254.169.254"})
-    px = _Proxy("--allow", f"rebind.test:{plain_port},meta.test:{plain_port}",
+    dns, stop, thread = dns_server({"rebind.test": "127.0.0.1", "meta.test": "169.254.169.254"})
+    px = Proxy("--allow", f"rebind.test:{plain_port},meta.test:{plain_port}",
                 "--dns-server", f"127.0.0.1:{dns.getsockname()[1]}")
     try:
         for name, what in [("rebind.test", "127.0.0.1, a loopback address"),
                            ("meta.test", "169.254.169.254, a cloud metadata address")]:
             s = px.request(f"GET http://{name}:{plain_port}/hello HTTP/1.1\r\n\r\n".encode())
-            reply = _recv_all(s).decode("latin-1")
+            reply = recv_all(s).decode("latin-1")
             s.close()
             assert reply.startswith(f"HTTP/1.1 403 Forbidden (cellblock proxy: {name} resolves to "
                                     f"{what}: not allowed unless listed"), reply
         s = px.request(f"GET http://nx.test:{plain_port}/ HTTP/1.1\r\n\r\n".encode())
-        assert _recv_all(s).startswith(b"HTTP/1.1 403")   # not listed: never resolved
+        assert recv_all(s).startswith(b"HTTP/1.1 403")   # not listed: never resolved
         s.close()
     finally:
         alive = px.stop()
@@ -641,7 +405,7 @@ def test_dns_answers_in_special_ranges_are_refused(plain_port):
 
 
 def test_proxy_survives_a_flood_of_random_connections(plain_port):
-    px = _Proxy("--allow", f"plain.test:{plain_port}", "--resolve", "plain.test=127.0.0.1",
+    px = Proxy("--allow", f"plain.test:{plain_port}", "--resolve", "plain.test=127.0.0.1",
                 "--head-timeout-ms", "2000")
     try:
         rnd = __import__("random").Random(1234)
@@ -654,7 +418,7 @@ def test_proxy_survives_a_flood_of_random_connections(plain_port):
             s = px.request(data)
             s.close()
         s = px.request(f"GET http://plain.test:{plain_port}/hello HTTP/1.1\r\n\r\n".encode())
-        assert b"hello from plain" in _recv_all(s)
+        assert b"hello from plain" in recv_all(s)
         s.close()
     finally:
         assert px.stop(), "the proxy died"

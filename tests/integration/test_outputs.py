@@ -626,3 +626,30 @@ def test_pip_success_has_no_network_message(shared_kernel):
     r = run(shared_kernel, "%pip --version", timeout=45)
     assert re.search(r"pip \d+\.\d+", r.stream()), r.stream()
     assert "no network" not in r.stream("stderr")
+
+
+@pytest.mark.timeout(240)
+def test_clear_output_in_a_first_cell_while_the_shell_loads():
+    """A first cell calling IPython.display.clear_output() sends
+    clear_output, as ipykernel does, whenever it arrives: also while the
+    IPython shell is still loading in a cold sandbox (IPython.display
+    already imported by the loading, the shell not yet made), where IPython's
+    own function prints escape codes to stdout instead (jupyter_kernel_test's
+    test_clear_output failed about 1 run in 6 that way).  Fresh kernels, the
+    cell sent at staggered moments after the kernel is ready."""
+    import time
+    from .helpers import Kernel
+    extra = ["--warm", "off"] if is_cellblock() else []
+    code = "from IPython.display import clear_output; clear_output()"
+    for delay in (0.0, 0.01, 0.02, 0.04, 0.06, 0.08, 0.12, 0.2):
+        k = Kernel()
+        k.start(extra_arguments=extra)
+        try:
+            time.sleep(delay)
+            r = k.execute(code)
+            assert r.status == "ok", r
+            types = [m["msg_type"] for m in r.outputs()]
+            assert "clear_output" in types, (delay, r.outputs())
+            assert "stream" not in types, (delay, r.outputs())
+        finally:
+            k.stop()

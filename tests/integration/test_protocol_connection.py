@@ -149,6 +149,64 @@ def test_kernel_exits_when_sigterm(tmp_path):
             p.wait()
 
 
+def _frozen(pid):
+    """Whether pid's v1 freezer group is frozen (or freezing)."""
+    try:
+        for line in open("/proc/%d/cgroup" % pid):
+            _, ctrl, path = line.rstrip("\n").split(":", 2)
+            if "freezer" in ctrl.split(","):
+                with open("/sys/fs/cgroup/freezer%s/freezer.state" % path) as f:
+                    return f.read().strip() in ("FROZEN", "FREEZING")
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+@pytest.mark.cellblock_only
+def test_sweep_removes_what_a_sigkill_of_every_process_left(tmp_path):
+    """SIGKILL of the kernel and of every process it started at once (the
+    test helpers' last resort after a shutdown that hangs, `kill -9` of them
+    all, the host's OOM killer): none can remove its cgroup.  The next
+    launcher below the same cgroup would sweep them; when none comes,
+    `cellblock-kernel sweep` does (tests/conftest.py runs it at the end)."""
+    from .test_tiers import cgroup_dirs
+    fname, _ = _conn_file(tmp_path)
+    # --warm off: only this kernel's own processes are in its session
+    p = subprocess.Popen(_argv(fname) + ["--warm", "off"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    kc = BlockingKernelClient(connection_file=fname)
+    kc.load_connection_file()
+    try:
+        kc.start_channels()
+        kc.wait_for_ready(timeout=30)
+        kernel_alive_check(kc)
+        launchers = descendants(p.pid)
+        groups = cgroup_dirs(launchers, p.pid)
+        if not groups:
+            pytest.skip("no cgroups for sandboxes here (limits by rlimits)")
+        for pid in [p.pid] + sorted(launchers):
+            os.kill(pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        left = wait_gone(launchers, 10)
+        # on cgroup v1 a launcher killed between its freeze and its thaw
+        # leaves the sandbox frozen, and frozen tasks cannot act on SIGKILL:
+        # those are the sweep's to end (it thaws first); anything else must
+        # be gone by now
+        assert not [q for q in left if not _frozen(q)], \
+            "not frozen, yet alive after SIGKILL: %s" % sorted(left)
+        assert cgroup_dirs(launchers, p.pid), "nothing left to sweep: the test shows nothing"
+        r = subprocess.run([KERNEL_BIN, "sweep"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert cgroup_dirs(launchers, p.pid) == [], r.stdout + r.stderr
+        assert not wait_gone(left, 10), "the sweep left frozen processes alive"
+        assert "removed" in r.stdout and not r.stdout.startswith("removed 0 "), r.stdout
+    finally:
+        kc.stop_channels()
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
 @pytest.mark.cellblock_only
 @pytest.mark.parametrize("flags,what", [(["--pids", "2"], "--pids"),
                                         (["--memory", "8"], "--memory"),

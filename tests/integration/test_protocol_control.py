@@ -248,7 +248,7 @@ def test_shutdown_request(kernel, channel, restart):
     execute(kernel.kc, "x = 1")  # make sure the runner exists
     children = kernel.snapshot_children()
     if is_cellblock():
-        assert children, "cellblock kernel has no child processes (launcher/runner)?"
+        assert children, "cellblock kernel has no child processes (runner/)?"
     with kernel.raw() as raw:
         raw.wait_ready()
         m, ev = raw.request(channel, "shutdown_request", {"restart": restart}, timeout=15,

@@ -51,7 +51,8 @@ def test_kernel_info_fields(shared_kernel, channel):
         # advertise nothing that is not implemented (PROTOCOL.md 3.2)
         assert "kernel subshells" not in c["supported_features"] or not is_cellblock()
     if is_cellblock():
-        assert c.get("debugger", False) is False
+        # the debugger works (tests/integration/test_debugger*.py): said as the spec's 5.5 says
+        assert c.get("debugger") is True and "debugger" in c["supported_features"]
 
 
 def test_kernel_info_same_on_shell_and_control(shared_kernel):

@@ -113,6 +113,50 @@ def test_microvm_interrupt_keeps_state(vm):
     assert vm.execute("print(kept)", timeout=60).stream() == "42\n"
 
 
+# Each cell's output, before its idle, in order around a display: stdout,
+# stderr, a subprocess's, and every third cell a print larger than the pipes
+# on both sides of the VM (the guest's, the kernel's), so QEMU meets a full pipe.
+ORDER_CELLS = 9
+ORDER_BIG = 1 << 20
+ORDER_CODE = (
+    "import sys, subprocess\n"
+    "from IPython.display import display\n"
+    "n = {n}\n"
+    "for i in range(3):\n"
+    "    print('out', n, i)\n"
+    "    print('err', n, i, file=sys.stderr)\n"
+    "subprocess.run(['sh', '-c', 'echo sub-out {n}; echo sub-err {n} >&2'])\n"
+    "{big}"
+    "display({{'text/plain': 'mid {n}'}}, raw=True)\n"
+    "print('after', n); print('after-err', n, file=sys.stderr)\n"
+    "print('end', n)\n")
+
+
+def test_microvm_output_order_many_cells(vm):
+    for n in range(ORDER_CELLS):
+        big = n % 3 == 2
+        code = ORDER_CODE.format(
+            n=n, big="sys.stdout.write('x' * %d + '\\n')\n" % ORDER_BIG if big else "")
+        r = vm.execute(code, timeout=120)
+        assert r.status == "ok", r.error_text()
+        before = "".join("out %d %d\n" % (n, i) for i in range(3)) + "sub-out %d\n" % n
+        if big:
+            before += "x" * ORDER_BIG + "\n"
+        out, err = r.stream("stdout"), r.stream("stderr")
+        assert out == before + "after %d\nend %d\n" % (n, n), (n, len(out), out[-200:])
+        assert err == "".join("err %d %d\n" % (n, i) for i in range(3)) + \
+            "sub-err %d\nafter-err %d\n" % (n, n), (n, err)
+        # the stdout written before the display arrived before it
+        seen = ""
+        for m in r.outputs():
+            if m["msg_type"] == "display_data":
+                assert m["content"]["data"]["text/plain"] == "mid %d" % n
+                break
+            if m["msg_type"] == "stream" and m["content"]["name"] == "stdout":
+                seen += m["content"]["text"]
+        assert seen == before, (n, len(seen), seen[-200:])
+
+
 def test_microvm_memory_limit_then_fresh_vm(vm_ksm, tmp_path_factory):
     ksm = tier_spec_manager(tmp_path_factory, "cb-microvm-small",
                             ["--isolation", "microvm", "--memory", "160"])

@@ -1,4 +1,4 @@
-"""Fixtures: the runner (launcher/runner/runner.py) driven directly over a
+"""Fixtures: the runner (runner/runner.py) driven directly over a
 socketpair, in each of its two shells.
 
 Every test runs twice: with the IPython shell ("ipython": cells through a

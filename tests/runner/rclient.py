@@ -1,4 +1,4 @@
-"""Test helper: run launcher/runner/runner.py with a socketpair on fd 3."""
+"""Test helper: run runner/runner.py with a socketpair on fd 3."""
 
 import json
 import os
@@ -9,7 +9,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RUNNER = os.path.join(ROOT, "launcher", "runner", "runner.py")
+RUNNER = os.path.join(ROOT, "runner", "runner.py")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
@@ -21,7 +21,9 @@ ACKED = {"display", "update_display", "execute_result", "clear_output", "error",
 class Runner:
     """One runner process: frames on .sock, raw output collected from pipes."""
 
-    def __init__(self, cwd=None, env=None, path=None):
+    def __init__(self, cwd=None, env=None, path=None, debug=False, address_space=None):
+        """address_space: RLIMIT_AS in bytes, as the launcher sets --memory
+        without a cgroup."""
         self.seqs = []  # seq of every frame received
         self.started = []  # seq of every `started` frame
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -33,16 +35,29 @@ class Runner:
             e.update(env)
         self.t0 = time.perf_counter()
         child_fd = child.fileno()
+        # debug: the debugger's channel on fd 4 (docs/RUNNER_PROTOCOL.md section 4)
+        self.dbg, dchild = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) if debug \
+            else (None, None)
+        dchild_fd = dchild.fileno() if dchild else -1
+        self.dbuf = b""
 
         def preexec():
+            if address_space is not None:
+                import resource
+                resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
             os.dup2(child_fd, 3)
             os.set_inheritable(3, True)
+            if dchild_fd >= 0:
+                os.dup2(dchild_fd, 4)
+                os.set_inheritable(4, True)
 
         self.proc = subprocess.Popen(
             [PYTHON, "-I", "-u", path or RUNNER], stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=cwd,
             preexec_fn=preexec, close_fds=False)
         child.close()
+        if dchild:
+            dchild.close()
         self.buf = b""
         self.out = b""
         self.err = b""
@@ -148,6 +163,31 @@ class Runner:
         return (frames, f, self.out[n_out:].decode("utf-8", "replace"),
                 self.err[n_err:].decode("utf-8", "replace"))
 
+    # -- the debugger's channel (fd 4)
+    def dap_send(self, obj):
+        data = json.dumps(obj).encode()
+        self.dbg.sendall(len(data).to_bytes(4, "big") + data)
+
+    def dap_recv(self, timeout=30):
+        """The next DAP message from fd 4 (a dict)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if len(self.dbuf) >= 4:
+                n = int.from_bytes(self.dbuf[:4], "big")
+                if len(self.dbuf) >= 4 + n:
+                    obj = json.loads(self.dbuf[4:4 + n])
+                    self.dbuf = self.dbuf[4 + n:]
+                    return obj
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no DAP message; stderr=%r" % self.err)
+            r, _, _ = select.select([self.dbg], [], [], min(left, 0.1))
+            if r:
+                d = self.dbg.recv(65536)
+                if not d:
+                    raise EOFError("runner closed fd 4")
+                self.dbuf += d
+
     def request(self, obj, timeout=30):
         self.send(obj)
         return self.recv(timeout)
@@ -155,10 +195,12 @@ class Runner:
     REQUESTS = ("execute", "complete", "inspect", "is_complete", "preload")
 
     def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        for s in (self.sock, self.dbg):
+            try:
+                if s is not None:
+                    s.close()
+            except OSError:
+                pass
         try:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:

@@ -410,7 +410,7 @@ def test_interrupt_that_lands_in_runner_code_during_input(runner):
     frames = [f for f in frames if f["type"] != "input_request"]
     assert frames[0]["ename"] == "KeyboardInterrupt", frames
     tb = "\n".join(frames[0]["traceback"])
-    assert "cb_core.py" not in tb and "cb_shell.py" not in tb, tb
+    assert not re.search(r"cb_\w+\.py", tb), tb     # none of the runner's own files
     assert done["status"] == "error"
     assert runner.execute("2")[0][0]["data"]["text/plain"] == "2"
 

@@ -59,10 +59,18 @@ def _shell_loaded(r):
 
 
 def _run_all(r, cells, first_count=1):
+    """Each cell's (code, frames, done, stdout, stderr), the runner's cell
+    file prefix (one per sandbox) replaced by a fixed one."""
+    import json
+    prefix = r.hello["cell_prefix"]
+
+    def same(v):
+        return json.loads(json.dumps(v).replace(prefix, "/tmp/CELLS/"))
+
     out = []
     for i, code in enumerate(cells):
         frames, done, o, e = r.execute(code, execution_count=first_count + i)
-        out.append((code, frames, done, o, e))
+        out.append((code, same(frames), same(done), same(o), same(e)))
     return out
 
 
@@ -172,6 +180,26 @@ def test_working_directory_on_sys_path(runner, tmp_path):
     assert frames[0]["data"]["text/plain"] == "(True, 1, 1, 1)"
     # the runner's own imports do not see the user's files
     (tmp_path / "select.py").write_text("raise ImportError('shadowed')\n")
+    runner.request({"type": "is_complete", "code": "x"})
+    assert runner.execute("'still' + ' fine'")[0][0]["data"]["text/plain"] == "'still fine'"
+
+
+@pytest.mark.shell("ipython", "minimal")
+def test_blank_path_entry_does_not_shadow_the_runner(runner, tmp_path):
+    """'' is on sys.path as under ipykernel (the directory of the moment):
+    a cell that moves to a directory holding select.py and json.py still
+    gets its own modules from there, and the runner keeps its own."""
+    frames, done, _, _ = runner.execute("import sys\n'' in sys.path")
+    assert done["status"] == "ok" and frames[0]["data"]["text/plain"] == "True", (frames, done)
+    sub = tmp_path / "moved"
+    sub.mkdir()
+    (sub / "select.py").write_text("raise ImportError('shadowed select')\n")
+    (sub / "json.py").write_text("raise ImportError('shadowed json')\n")
+    (sub / "cb_here.py").write_text("WHERE = 'moved'\n")
+    frames, done, _, _ = runner.execute("import os\nos.chdir(%r)\nimport cb_here\ncb_here.WHERE"
+                                        % str(sub))
+    assert done["status"] == "ok", done
+    assert frames[0]["data"]["text/plain"] == "'moved'"
     runner.request({"type": "is_complete", "code": "x"})
     assert runner.execute("'still' + ' fine'")[0][0]["data"]["text/plain"] == "'still fine'"
 

@@ -33,6 +33,8 @@ if KSPEC_ROOT not in _jp.split(os.pathsep):
     os.environ["JUPYTER_PATH"] = KSPEC_ROOT + (os.pathsep + _jp if _jp else "")
 
 MUST_WORK = os.environ.get("CB_MUST_WORK") == "1"
+# a kernel's start, longer in an emulated guest (tests/guest sets the scale)
+READY_S = 60 * int(os.environ.get("CB_TEST_TIME_SCALE", "1"))
 KERNELS = os.environ.get("CB_SECURITY_KERNELS", "cellblock,python3").split(",")
 # limits of the "small" cellblock kernel used by the resource tests
 SMALL = {"memory_mb": 200, "pids": 48, "disk_mb": 32, "cpus": 0.5, "open_files": 256}
@@ -47,13 +49,13 @@ def skip_or_fail(reason):
 class Kernel:
     """A started kernel and its blocking client."""
 
-    def __init__(self, name, extra_argv=None):
+    def __init__(self, name, extra_argv=None, **popen):
         self.name = name
         self.control = name != "cellblock"
-        self.km, self._tmp = start_kernel(name, extra_argv, "cb-sec-kspec-")
+        self.km, self._tmp = start_kernel(name, extra_argv, "cb-sec-kspec-", **popen)
         self.kc = self.km.client()
         self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
+        self.kc.wait_for_ready(timeout=READY_S)
 
     def run(self, code, timeout=60):
         """Executes code; returns (stdout+stderr text, error name or None)."""

@@ -9,10 +9,11 @@ import os
 import tempfile
 
 
-def start_kernel(name, extra_argv=None, tmp_prefix="cb-kspec-"):
+def start_kernel(name, extra_argv=None, tmp_prefix="cb-kspec-", **popen):
     """Starts kernelspec `name` with extra_argv after its argv (through a
-    copy of the spec in a temporary directory).  Returns (KernelManager, the
-    temporary directory to remove after shutdown, or None)."""
+    copy of the spec in a temporary directory); popen: Popen's arguments
+    (stderr=, say).  Returns (KernelManager, the temporary directory to
+    remove after shutdown, or None)."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
     ksm, tmp = KernelSpecManager(), None
@@ -26,7 +27,7 @@ def start_kernel(name, extra_argv=None, tmp_prefix="cb-kspec-"):
         ksm = KernelSpecManager(kernel_dirs=[os.path.join(tmp, "kernels")])
         name += "-custom"
     km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)
-    km.start_kernel()
+    km.start_kernel(**popen)
     return km, tmp
 
 # Writes raw frames on fd 3, as code in cellblock's sandbox can.

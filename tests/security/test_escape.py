@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .conftest import SMALL, verdict
+from .conftest import READY_S, SMALL, verdict
 
 # ---- reading host files ---------------------------------------------------------
 
@@ -251,6 +251,37 @@ print('FORKED', len(kids))
     verdict(small_kernel, "FORKED %d" % n in out, "forked %d processes" % n)
 
 
+def test_fork_bomb(small_kernel):
+    # a binary fork tree of depth 7: at most 254 processes, each gone after ~2 s,
+    # so bounded for the control; far past the sandbox's pids limit (48)
+    out, _ = small_kernel.run("""
+import os, time
+r, w = os.pipe()
+def bomb(depth):
+    kids = []
+    for _ in range(2 if depth else 0):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            os.write(w, b'x')
+            bomb(depth - 1)
+            os._exit(0)
+        kids.append(pid)
+    time.sleep(2)
+    for p in kids:
+        os.waitpid(p, 0)
+bomb(7)
+os.close(w)
+print('FORKED', len(b''.join(iter(lambda: os.read(r, 4096), b''))))
+""", timeout=120)
+    n = int(out.split("FORKED")[1].split()[0])
+    after, _ = small_kernel.run("print('alive')")
+    assert "alive" in after, after               # the kernel and its sandbox serve on
+    verdict(small_kernel, n > SMALL["pids"], "a fork bomb made %d processes" % n)
+
+
 def test_disk_limit(small_kernel):
     mb = SMALL["disk_mb"] * 2
     out, _ = small_kernel.run("""
@@ -292,15 +323,21 @@ def spin(t):
     end = time.time() + t
     while time.time() < end: pass
 ps = [mp.Process(target=spin, args=(2,)) for _ in range(2)]
+c0 = os.times()  # children's times add up over the kernel's life: count this cell's only
 t0 = time.time(); [p.start() for p in ps]; [p.join() for p in ps]
-print('CPU', os.times().children_user + os.times().children_system, 'WALL', time.time() - t0)
+c1 = os.times()
+print('CPU', c1.children_user - c0.children_user + c1.children_system - c0.children_system,
+      'WALL', time.time() - t0)
 """, timeout=120)
     cpu = float(out.split("CPU")[1].split()[0])
+    wall = max(float(out.split("WALL")[1].split()[0]), 2.0)
     if os.cpu_count() < 2 and small_kernel.control:
         pytest.skip("one CPU: the control cannot show more than one CPU of use")
     # 0.5 CPU for 2 s is 1.0 CPU-second at most; unconfined, two spinners get
-    # up to 4 on two cores (less on a loaded machine, hence the margin)
-    verdict(small_kernel, cpu > 1.6, "used %.1f CPU-seconds in 2 s" % cpu)
+    # up to 4 on two cores (less on a loaded machine, hence the margin).  Per
+    # second of wall time: starting the spinners takes long in an emulated
+    # guest (bench/RESULTS.md, guest), and the quota holds per second.
+    verdict(small_kernel, cpu / wall > 0.8, "used %.1f CPU-seconds in %.1f s" % (cpu, wall))
 
 
 # ---- persistence ------------------------------------------------------------------------
@@ -342,7 +379,7 @@ open(%r, 'w').write('x')
 """ % (marker, marker + ".txt"))
     time.sleep(0.5)
     fresh_kernel.km.restart_kernel(now=False)
-    fresh_kernel.kc.wait_for_ready(timeout=60)
+    fresh_kernel.kc.wait_for_ready(timeout=READY_S)
     out, _ = fresh_kernel.run("import os\nprint('FILE' if os.path.exists(%r) else 'gone')\n"
                               "print('PATH', os.path.abspath(%r))" % (marker + ".txt", marker + ".txt"))
     time.sleep(0.5)

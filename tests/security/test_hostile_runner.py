@@ -19,6 +19,7 @@ import tempfile
 import time
 
 import pytest
+from jupyter_client.session import Session
 
 from .conftest import BUILD, REPO, Kernel, _check_available
 from .hostile_kit import RAW, cpu_s, reset_peak, status_bytes
@@ -295,16 +296,74 @@ def test_status_idle_survives_a_flood_and_a_slow_reader():
         reply = kc.get_shell_msg(timeout=120)   # iopub not read until the reply came
         assert reply["parent_header"]["msg_id"] == mid
         seen = []
-        while True:
+        # until the idle (or a minute of silence): after a client's TCP window
+        # was shut this long, Linux's zero-window probe backoff can hold the
+        # rest back for up to ~20 s once it reads again
+        while not seen or seen[-1] != ("status", "idle"):
             try:
-                m = kc.get_iopub_msg(timeout=5)
+                m = kc.get_iopub_msg(timeout=60)
             except queue.Empty:
                 break
             if m["parent_header"].get("msg_id") == mid:
                 seen.append((m["msg_type"], m["content"].get("execution_state")))
         assert ("status", "busy") in seen
         assert seen[-1] == ("status", "idle"), seen[-3:]
+        # and nothing of the cell's after its idle
+        try:
+            late = kc.get_iopub_msg(timeout=2)
+            assert late["parent_header"].get("msg_id") != mid, late["msg_type"]
+        except queue.Empty:
+            pass
     finally:
+        k.shutdown()
+
+
+def test_a_slow_reader_beside_a_reading_one_costs_only_itself():
+    """20 000 small displays; one client reads iopub along, another reads
+    nothing until its reply came.  The reading client gets every display and
+    the cell's status idle.  The slow one loses only its own messages past
+    its queue (issue 18: a subscriber that stops reading costs only itself;
+    ipykernel drops the same way), still gets its reply on shell, and its
+    next request's busy and idle once it reads again."""
+    k = _kernel(["--timeout", "60"])
+    reader = None
+    try:
+        slow = k.kc
+        # a frontend of its own: its own Session, so its own identity on shell
+        reader = k.km.client(session=Session(key=k.km.session.key,
+                                             signature_scheme=k.km.session.signature_scheme))
+        reader.start_channels()
+        reader.wait_for_ready(timeout=60)
+        mid = slow.execute("from IPython.display import display\n"
+                           "for i in range(20000): display(i)\n")
+        seen = []
+        while True:
+            m = reader.get_iopub_msg(timeout=120)
+            if m["parent_header"].get("msg_id") == mid:
+                seen.append((m["msg_type"], m["content"].get("execution_state")))
+                if seen[-1] == ("status", "idle"):
+                    break
+        assert seen[0] == ("status", "busy")
+        assert sum(t == "display_data" for t, _ in seen) == 20000
+        reply = slow.get_shell_msg(timeout=120)   # iopub not read until the reply came
+        assert reply["parent_header"]["msg_id"] == mid
+        kept = []
+        while True:
+            try:
+                m = slow.get_iopub_msg(timeout=5)
+            except queue.Empty:
+                break
+            if m["parent_header"].get("msg_id") == mid:
+                kept.append((m["msg_type"], m["content"].get("execution_state")))
+        assert kept and kept[0] == ("status", "busy"), kept[:3]
+        print("\nthe slow client kept %d of the cell's %d iopub messages" % (len(kept), len(seen)))
+        reply, msgs = _collect(slow, slow.execute("1"))
+        assert reply["content"]["status"] == "ok"
+        assert [(m["msg_type"], m["content"].get("execution_state")) for m in msgs
+                if m["msg_type"] == "status"] == [("status", "busy"), ("status", "idle")]
+    finally:
+        if reader is not None:
+            reader.stop_channels()
         k.shutdown()
 
 

@@ -5,6 +5,7 @@ runner and sandbox as the kernel) as that user from a staged `make install`,
 and checks containment from inside and from the host.  Each probe is also run unsandboxed as the same
 user (`python3 -c`), which must escape, so every test can fail.
 """
+import contextlib
 import json
 import os
 import secrets
@@ -129,9 +130,10 @@ def test_nothing_left_after_run_as_ordinary_user(user, cellblock, works):
 # ---- the kernel itself as an ordinary user, through jupyter_client --------------------
 
 
-@pytest.fixture(scope="module")
-def user_kernel(user, works, staged_install):
-    """cellblock-kernel started by jupyter_client but running as the test user.
+@contextlib.contextmanager
+def _kernel_as(user, staged_install, *flags):
+    """cellblock-kernel started by jupyter_client but running as `user`, with
+    `flags` on its command line.
 
     jupyter_client writes the connection file 0600 for root, so the kernelspec
     copies it into a directory owned by the user and then execs the kernel
@@ -151,12 +153,12 @@ def user_kernel(user, works, staged_install):
     os.chmod(conn_dir, 0o700)
     kernel = staged_install.bin
     script = ('cp "$0" {d}/conn.json && chown {u} {d}/conn.json && '
-              'exec {sp} --reuid={uid} --regid={gid} --clear-groups -- {k} -f {d}/conn.json').format(
+              'exec {sp} --reuid={uid} --regid={gid} --clear-groups -- {k} -f {d}/conn.json "$@"').format(
                   d=conn_dir, u=user.pw_name, sp=setpriv, uid=user.pw_uid, gid=user.pw_gid, k=kernel)
     kdir = home / "kernels" / "cellblock-user"
     kdir.mkdir(parents=True)
     (kdir / "kernel.json").write_text(json.dumps({
-        "argv": ["/bin/sh", "-c", script, "{connection_file}"],
+        "argv": ["/bin/sh", "-c", script, "{connection_file}"] + list(flags),
         "display_name": "cellblock as an ordinary user", "language": "python",
         "interrupt_mode": "message"}))
     km = KernelManager(kernel_name="cellblock-user",
@@ -172,6 +174,12 @@ def user_kernel(user, works, staged_install):
         if km.has_kernel:  # a test may have shut it down already
             km.shutdown_kernel(now=False)
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def user_kernel(user, works, staged_install):
+    with _kernel_as(user, staged_install) as k:
+        yield k
 
 
 def _execute(kc, code, timeout=60):
@@ -240,3 +248,25 @@ def test_kernel_as_ordinary_user_leaves_nothing(user, user_kernel):
             break
         time.sleep(0.2)
     assert not left, "processes of the kernel's user survived shutdown: %r" % left
+
+
+def test_memory_used_up_as_ordinary_user(user, works, staged_install):
+    """Without a delegated cgroup an ordinary user's kernel enforces --memory
+    as the sandbox's address space (rlimits only, DEGRADED).  A cell that uses
+    it up ends with a MemoryError and the session goes on: its variables and
+    the next cell's result are there.  (Before the runner kept a reserve
+    (runner/cb_memory.py) it died of the MemoryError: "exited with code 1", a
+    fresh sandbox, the next cell's result lost; issue 19.)"""
+    fills = ("kept = 41\nx = []\nwhile True:\n    x.append(str(len(x)) * 20)\n",
+             "chunks = []\nfor i in range(32):\n    chunks.append(bytearray(16 << 20))\n")
+    with _kernel_as(user, staged_install, "--memory", "128M") as (km, kc):
+        for code in fills:      # the first right away: the IPython shell is still loading
+            reply, out = _execute(kc, code)
+            assert reply["status"] == "error" and reply["ename"] == "MemoryError", reply
+            reply, out = _execute(kc, "kept + 1")
+            assert reply["status"] == "ok" and out == "42", (reply, out)
+            reply, _ = _execute(kc, "x = chunks = None")
+            assert reply["status"] == "ok", reply
+        kc.kernel_info()
+        banner = kc.get_shell_msg(timeout=30)["content"]["banner"]
+        assert "DEGRADED" in banner and "address space 128 MiB" in banner, banner

@@ -68,7 +68,7 @@ static void s_test_v2_parent(const char *root, const cb_cgroup_limits_t *lim) {
                                   "cpu.max",    "cgroup.procs",    "cgroup.kill"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         put(box, files[i], "");
-    cb_cgroup_t *cg = cb_cgroup_new_v2(base, "cellblock-k1-2", "box", lim, why, sizeof why);
+    cb_cgroup_t *cg = cb_cgroup_new_v2(base, 0, "cellblock-k1-2", "box", lim, why, sizeof why);
     TAP_OK(cg != NULL, "v2 group below a parent (%s)", why);
     if (cg == NULL) return;
     TAP_OK(strstr(get(par, "cgroup.subtree_control"), "+cpu") != NULL,
@@ -105,8 +105,29 @@ static void s_test_names(void) {
     FMT(n, "cellblock-%ld", (long) getpid());
     TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_GONE,
                "first-release name whose pid is no launcher (pid reused): gone");
+    /* a killed launcher its parent has not reaped yet: a zombie cleans
+     * nothing up, so its group is stale */
+    pid_t z = fork();
+    if (z == 0) _exit(0);
+    siginfo_t zi;
+    (void) waitid(P_PID, (id_t) z, &zi, WEXITED | WNOWAIT); /* exited, not reaped */
+    char zs = 0;
+    unsigned long long zst = cb_proc_start_state(z, &zs);
+    TAP_OK(zst > 0 && zs == 'Z', "an exited child not reaped: a zombie (state %c)", zs ? zs : '?');
+    FMT(n, "cellblock-%ld-%llu", (long) z, zst);
+    TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_GONE, "a zombie launcher's group: gone");
+    (void) waitpid(z, NULL, 0);
+    /* a warm-start template's group, named after its supervisor (issue 21) */
+    TAP_EQ_INT(cb_cgroup_warm_name(getpid(), k, sizeof k), 0, "template name");
+    FMT(n, "cellblock-w%ld-%llu", (long) getpid(), st);
+    TAP_EQ_STR(k, n, "template name is cellblock-w<pid>-<start>");
+    TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_ALIVE, "a live supervisor's template group: alive");
+    FMT(n, "cellblock-w%ld-%llu", (long) dead_pid(), st);
+    TAP_EQ_INT(cb_cgroup_owner(n), CB_OWNER_GONE, "a gone supervisor's template group: gone");
     static const char *unknown[] = {"cellblock-unit-test",
                                     "cellblock-k12",
+                                    "cellblock-w12",
+                                    "cellblock-w",
                                     "cellblock-1-",
                                     "cellblock-1-2x",
                                     "cellblock--1-2",
@@ -289,13 +310,20 @@ int main(void) {
                                   "cgroup.kill", "memory.events"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         put(box, files[i], "");
-    cb_cgroup_t *cg = cb_cgroup_new_v2(root, NULL, "box", &lim, why, sizeof why);
+    cb_cgroup_t *cg = cb_cgroup_new_v2(root, 0, NULL, "box", &lim, why, sizeof why);
     TAP_OK(cg != NULL, "v2 group created (%s)", why);
     if (cg != NULL) {
         TAP_EQ_STR(get(box, "memory.max"), "268435456", "v2 memory.max");
         TAP_EQ_STR(get(box, "memory.swap.max"), "0", "v2 no swap");
         TAP_EQ_STR(get(box, "pids.max"), "64", "v2 pids.max");
         TAP_EQ_STR(get(box, "cpu.max"), "150000 100000", "v2 cpu.max quota period");
+        TAP_EQ_STR(get(box, "memory.oom.group"), "",
+                   "v2 memory.oom.group left alone (an OOM kills one task, as on v1)");
+        int dfd = cb_cgroup_dirfd(cg);
+        struct stat ds, bs;
+        TAP_OK(dfd >= 0 && fstat(dfd, &ds) == 0 && stat(box, &bs) == 0 && ds.st_ino == bs.st_ino,
+               "v2 dirfd is the group's directory (for CLONE_INTO_CGROUP)");
+        if (dfd >= 0) close(dfd);
         TAP_OK(strstr(get(root, "cgroup.subtree_control"), "+cpu") != NULL, /* last of the writes */
                "v2 controllers enabled in the parent's subtree_control");
         TAP_EQ_INT(cb_cgroup_add(cg, 4242), 0, "v2 add");
@@ -321,7 +349,7 @@ int main(void) {
     char me[32];
     FMT(me, "%ld\n", (long) getpid()); /* a regression that kills it would kill this test */
     put(busy, "cgroup.procs", me);
-    cb_cgroup_t *shared = cb_cgroup_new_v2(root, NULL, "busy", &lim, why, sizeof why);
+    cb_cgroup_t *shared = cb_cgroup_new_v2(root, 0, NULL, "busy", &lim, why, sizeof why);
     TAP_OK(shared == NULL, "a live group of the same name is not taken over (%s)", why);
     cb_cgroup_destroy(&shared);
     /* v2: not delegated (read-only parent) -> a reason that names the fix */
@@ -329,7 +357,7 @@ int main(void) {
     FMT(ro, "%s/ro", root);
     mkdir(ro, 0555);
     if (geteuid() != 0) {
-        cg = cb_cgroup_new_v2(ro, NULL, "box", &lim, why, sizeof why);
+        cg = cb_cgroup_new_v2(ro, 0, NULL, "box", &lim, why, sizeof why);
         TAP_OK(cg == NULL && strstr(why, "Delegate=yes"), "v2 undelegated refused: %s", why);
     } else {
         TAP_OK(1, "# root: W_OK always true, undelegated case checked as user");
@@ -343,7 +371,7 @@ int main(void) {
     FMT(sc, "%s/cgroup.subtree_control", nod);
     chmod(sc, 0444);
     if (geteuid() != 0) {
-        cg = cb_cgroup_new_v2(nod, NULL, "box", &lim, why, sizeof why);
+        cg = cb_cgroup_new_v2(nod, 0, NULL, "box", &lim, why, sizeof why);
         TAP_OK(cg == NULL && strstr(why, "not enabled"), "v2 missing controller refused: %s", why);
     } else {
         TAP_OK(1, "# root bypasses file modes");
@@ -380,12 +408,33 @@ int main(void) {
         TAP_EQ_STR(get(mg, "memory.limit_in_bytes"), "268435456", "v1 memory limit");
         TAP_EQ_STR(get(mg, "memory.memsw.limit_in_bytes"), "268435456", "v1 memsw = limit");
         TAP_EQ_STR(get(pg, "pids.max"), "64", "v1 pids.max");
+        TAP_EQ_INT(cb_cgroup_dirfd(cg), -1, "v1: no dirfd, nothing to clone into");
         TAP_OK(!cb_cgroup_oom(cg), "v1 oom_kill 0");
         put(mg, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
         TAP_OK(cb_cgroup_oom(cg), "v1 oom_kill 2 seen");
         char d[256];
         cb_cgroup_describe(cg, d, sizeof d);
         TAP_OK(strstr(d, "cgroup v1") && strstr(d, "no swap"), "v1 describe: %s", d);
+        /* a warm start's fork joins through files the launcher opened */
+        char cpu[4096];
+        put(mg, "cgroup.procs", "");
+        put(pg, "cgroup.procs", "");
+        put(fg, "cgroup.procs", "");
+        FMT(cpu, "%s/cpu/me/g", v1);
+        put(cpu, "cgroup.procs", "");
+        int fds[8], one[1];
+        int nfd = cb_cgroup_procs_fds(cg, fds, 8);
+        TAP_EQ_INT(nfd, 3, "v1: one cgroup.procs per hierarchy in use (cpu: no quota file)");
+        for (int i = 0; i < nfd; i++)
+            TAP_OK(write(fds[i], "0", 1) == 1 && fcntl(fds[i], F_GETFD) == FD_CLOEXEC,
+                   "cgroup.procs %d writable, close-on-exec", i);
+        for (int i = 0; i < nfd; i++)
+            close(fds[i]);
+        TAP_EQ_STR(get(mg, "cgroup.procs"), "0", "what the fork writes lands in the group's file");
+        TAP_EQ_INT(cb_cgroup_procs_fds(cg, one, 1), -1, "more hierarchies than room: refused");
+        put(mg, "cgroup.procs", "");
+        put(pg, "cgroup.procs", "");
+        put(fg, "cgroup.procs", "");
         cb_cgroup_destroy(&cg);
     }
     put(root, "self2", "4:memory:/nowhere-else\n");

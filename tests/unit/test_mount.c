@@ -1,13 +1,16 @@
 /* test_mount.c - the sandbox filesystem plan: the runner copy (bytes, NULs,
  * mtimes, what is skipped, bounds), the /proc masks, and running a plan as
  * root in a private mount namespace, also from a chroot whose root is no
- * mount point (pivot_root's EINVAL, issue 9). */
+ * mount point (pivot_root's EINVAL, issue 9); and what mountinfo shows of
+ * the binds and tmpfs mounts: overlays named "cellblock", not the host's
+ * filesystems (issue 18), except where a bind must stay one (mounts below). */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/time.h>
@@ -205,6 +208,76 @@ static int run_plan(const char *src, const char *chroot_dir) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 0xff;
 }
 
+/* The mountinfo line (its fields after " - ": type and source) of the mount
+ * at point, into out; "" if none. */
+static void mount_line(const char *point, char *out, size_t len) {
+    out[0] = '\0';
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    char line[8192];
+    while (f && fgets(line, sizeof line, f)) {
+        char *dash = strstr(line, " - "), *save = NULL, *fld = strtok_r(line, " ", &save);
+        for (int i = 0; fld && i < 4; i++) /* id parent dev root point */
+            fld = strtok_r(NULL, " ", &save);
+        if (fld && dash && strcmp(fld, point) == 0) snprintf(out, len, "%s", dash + 3);
+    }
+    if (f) fclose(f);
+}
+
+/* Builds and runs, in a child with its own mount namespace, a plan of
+ * binds (a directory, a file, a directory with a mount below it) and a
+ * tmpfs, and checks what they show in mountinfo and that they work. */
+static int run_layers(const char *src) {
+    pid_t c = fork();
+    if (c != 0) {
+        int st = 0;
+        waitpid(c, &st, 0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 0xff;
+    }
+    char sub[4096], file[4096], deep[4096];
+    FMT(sub, "%s/__pycache__", src);
+    FMT(file, "%s/runner.py", src);
+    FMT(deep, "%s/a", src);
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount("tmpfs", sub, "tmpfs", 0, "size=16k") < 0)
+        _exit(0x40);
+    put(sub, "inner.txt", "in", 2);
+    cb_mount_plan_t p;
+    cb_mount_plan_init(&p);
+    if (cb_mount_plan_bind(&p, src, "/whole", false, false) < 0 || /* a mount below */
+        cb_mount_plan_bind(&p, deep, "/deep", false, false) < 0 ||
+        cb_mount_plan_bind(&p, file, "/etc/r.py", false, false) < 0 ||
+        cb_mount_plan_tmpfs(&p, "/tmp", "mode=1777,size=64k") < 0 ||
+        cb_mount_plan_proc(&p, "/proc") < 0) /* to read mountinfo */
+        _exit(0x41);
+    if (!find(&p, CB_MNT_BIND_RO, "/newroot/whole")->keep_bind ||
+        find(&p, CB_MNT_BIND_RO, "/newroot/etc/r.py")->keep_bind)
+        _exit(0x42);
+    int failed = -1;
+    if (cb_mount_run(&p, &failed) < 0) _exit(0x20 | (failed & 0xf));
+    int bad = 0;
+    char l[256], got[8] = "";
+    static const char *const layered[] = {"/", "/deep", "/etc/r.py", "/tmp"};
+    for (size_t i = 0; i < sizeof layered / sizeof layered[0]; i++) {
+        mount_line(layered[i], l, sizeof l);
+        if (strncmp(l, "overlay cellblock ", 18) != 0) bad |= 1;
+    }
+    mount_line("/whole", l, sizeof l);
+    if (l[0] == '\0' || strncmp(l, "overlay", 7) == 0) bad |= 2;    /* kept a bind */
+    if (access("/whole/__pycache__/inner.txt", R_OK) < 0) bad |= 4; /* ... with its submount */
+    int fd = open("/deep/b/deep.txt", O_RDONLY);
+    if (fd < 0 || read(fd, got, sizeof got) != 4 || memcmp(got, "deep", 4) != 0) bad |= 8;
+    if (fd >= 0) close(fd);
+    if (open("/deep/new", O_WRONLY | O_CREAT, 0644) >= 0 || errno != EROFS) bad |= 16;
+    fd = open("/etc/r.py", O_RDONLY);
+    if (fd < 0 || read(fd, got, sizeof got) != 8 || memcmp(got, "print(1)", 8) != 0) bad |= 32;
+    if (fd >= 0) close(fd);
+    fd = open("/tmp/x", O_WRONLY | O_CREAT | O_EXCL, 0600);
+    struct stat st;
+    if (fd < 0 || stat("/tmp", &st) < 0 || (st.st_mode & 07777) != 01777) bad |= 64;
+    if (fd >= 0) close(fd);
+    _exit(bad);
+}
+
 int main(void) {
     char root[] = "/tmp/cb-test-mount-XXXXXX";
     if (mkdtemp(root) == NULL) return 1;
@@ -229,6 +302,9 @@ int main(void) {
         mkdir(d, 0755);
         put(ch, "secret", "s", 1);
         TAP_EQ_INT(run_plan(src, ch), 0, "plan runs in a chroot whose root is no mount point");
+        TAP_EQ_INT(run_layers(src), 0,
+                   "binds and tmpfs show as overlays named cellblock, work and are read-only; a "
+                   "directory with a mount below stays a bind, with it");
     }
     cb_workdir_remove(root);
     TAP_DONE();

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "proxy/http.h"
+#include "fuzz_rng.h"
 #include "tap.h"
 
 #define FUZZ_ROUNDS 200000 /* random heads per run (about a second) */
@@ -24,12 +25,7 @@ static int parse(const char *s, cb_http_req_t *r) {
 }
 
 static uint64_t s_rng = 0x9e3779b97f4a7c15ULL;
-static uint64_t rnd(void) {
-    s_rng ^= s_rng << 13;
-    s_rng ^= s_rng >> 7;
-    s_rng ^= s_rng << 17;
-    return s_rng;
-}
+static uint64_t rnd(void) { return fuzz_rnd(&s_rng); }
 
 int main(void) {
     cb_http_req_t r;

@@ -1,6 +1,7 @@
 /* test_proxy_rules.c - the allowlist grammar, matching, pins, and the
  * special address classes the proxy refuses unless named. */
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -126,6 +127,41 @@ int main(void) {
     TAP_EQ_STR(special("2002:a9fe:a9fe::1"), "cloud metadata", "6to4 of 169.254.169.254");
     TAP_EQ_STR(special("ff02::1"), "multicast", "IPv6 multicast");
     TAP_EQ_STR(special("4000::1"), "reserved", "outside 2000::/3");
+    /* loopback pairs: listened on inside, forwarded to the host's */
+    cb_netrules_init(&R);
+    TAP_EQ_INT(cb_netrules_parse(&R,
+                                 "127.0.0.1:8000,localhost:11434,[::1],127.0.0.1:8000,"
+                                 "a.org,*.localhost:1,[::ffff:127.0.0.1]:9",
+                                 why, sizeof why),
+               0, "loopback rules parse");
+    cb_lofwd_t fw[CB_PROXY_FORWARDS_MAX];
+    size_t nf = cb_netrules_loopback(&R, fw, CB_PROXY_FORWARDS_MAX);
+    TAP_EQ_INT(nf, 5, "127.0.0.1:8000 once, localhost both ways, [::1] on 80 and 443");
+    char a0[64];
+    cb_ipaddr_str(&fw[0].ip, a0, sizeof a0);
+    TAP_OK(strcmp(a0, "127.0.0.1") == 0 && fw[0].port == 8000, "first 127.0.0.1:8000");
+    cb_ipaddr_str(&fw[2].ip, a0, sizeof a0);
+    TAP_OK(strcmp(a0, "::1") == 0 && fw[2].port == 11434, "localhost also on ::1");
+    cb_ipaddr_t lo6 = {.family = AF_INET6, .a = {[15] = 1}};
+    TAP_EQ_INT(cb_netrules_match_loopback(&R, &lo6, 443), 2, "[::1]:443 by the port-less rule");
+    TAP_EQ_INT(cb_netrules_match_loopback(&R, &lo6, 11434), 1, "[::1]:11434 by localhost");
+    TAP_EQ_INT(cb_netrules_match_loopback(&R, &lo6, 9), -1, "no mapped forms, no wildcards");
+    cb_netrules_init(&R);
+    TAP_OK(cb_netrules_parse(&R, "localhost:3128", why, sizeof why) < 0 &&
+               strstr(why, "--network-resolve NAME=127.0.0.1 with allow:NAME:3128") != NULL,
+           "the proxy's own port is refused, naming the pinned form");
+    cb_netrules_init(&R);
+    TAP_OK(cb_netrules_parse(&R, "pypi.test:3128,10.0.0.1:3128", why, sizeof why) == 0,
+           "3128 elsewhere is fine");
+    char many[512];
+    size_t mu = 0;
+    for (int i = 1; i <= CB_PROXY_FORWARDS_MAX + 1; i++)
+        mu +=
+            (size_t) snprintf(many + mu, sizeof many - mu, "%s127.0.0.%d:80", i > 1 ? "," : "", i);
+    cb_netrules_init(&R);
+    TAP_OK(cb_netrules_parse(&R, many, why, sizeof why) < 0 && strstr(why, "more than 16") != NULL,
+           "more than CB_PROXY_FORWARDS_MAX loopback pairs");
+
     cb_ipaddr_t z = {.family = AF_INET};
     bool always = false;
     (void) cb_addr_special(&z, &always);

@@ -61,20 +61,39 @@ static void on_notice(void *ud, const char *t, bool late) {
     (void) ud, (void) t, (void) late, g.notices++;
 }
 
+/* the debugger's channel (session_dbg.c) */
+static struct {
+    int msgs, closed;        /* messages handed over, channel closures */
+    cb_dap_kind_t kind;      /* the last one's */
+    json_int_t request_seq;  /* ... */
+} d;
+static void on_debug(void *ud, const cb_dap_msg_t *m) {
+    (void) ud;
+    if (m == NULL) {
+        d.closed++;
+        return;
+    }
+    d.msgs++;
+    d.kind = m->kind;
+    d.request_seq = m->request_seq;
+}
+
 static const cb_session_cbs_t cbs = {.on_ready = on_ready,
                                      .on_stream = on_stream,
                                      .on_frame = on_frame,
                                      .on_end = on_end,
                                      .on_gone = on_gone,
-                                     .on_notice = on_notice};
+                                     .on_notice = on_notice,
+                                     .on_debug = on_debug};
 
 /* ---- the runner's side ------------------------------------------------------------- */
 
-static void s_write_frame(const char *json) {
+static void s_write_to(int fd, const char *json) {
     size_t n = strlen(json);
     uint8_t hdr[4] = {(uint8_t) (n >> 24), (uint8_t) (n >> 16), (uint8_t) (n >> 8), (uint8_t) n};
-    if (write(g_ev, hdr, 4) != 4 || write(g_ev, json, n) != (ssize_t) n) perror("write");
+    if (write(fd, hdr, 4) != 4 || write(fd, json, n) != (ssize_t) n) perror("write");
 }
+static void s_write_frame(const char *json) { s_write_to(g_ev, json); }
 
 /* Reads one frame the session sent, within ms; returns its JSON or NULL. */
 static json_t *s_read_frame(int ms) {
@@ -114,6 +133,8 @@ static bool c_ready(void) { return g.ready > 0; }
 static bool c_end(void) { return g.ends > 0; }
 static bool c_frame(void) { return g.frames > 0; }
 static bool c_never(void) { return false; }
+static bool c_debug(void) { return d.msgs > 0; }
+static bool c_closed(void) { return d.closed > 0; }
 
 static cb_session_t *s_new(zloop_t *loop, cb_session_cfg_t *cfg) {
     memset(&g, 0, sizeof g);
@@ -297,6 +318,71 @@ int main(void) {
     }
     TAP_OK(g.ends == 1 && strstr(g.end_msg, "frame protocol") != NULL,
            "a zero-length frame ends the sandbox, and the request says why (%s)", g.end_msg);
+    g_child = -1;
+    s_end(&s);
+
+    /* 7. the debugger's channel: checked messages handed over, events
+     * charged, requests from the runner refused, a broken length closes it */
+    s = s_new(loop, &cfg);
+    int dbg[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dbg) < 0) abort();
+    cb_session_adopt_debug(s, dbg[0]);
+    s_hello(loop);
+    memset(&d, 0, sizeof d);
+    json_auto_t *req = json_pack("{s:s, s:i, s:s}", "type", "request", "seq", 5, "command", "x");
+    TAP_EQ_INT(cb_session_debug_send(s, req), 0, "a request is queued for the runner");
+    s_run(loop, c_never, 50);
+    uint8_t got[256];
+    ssize_t gn = read(dbg[1], got, sizeof got);
+    TAP_OK(gn > 4 && memmem(got + 4, (size_t) gn - 4, "\"command\":\"x\"", 13) != NULL,
+           "... and written, framed");
+    s_write_to(dbg[1], "{\"type\":\"request\",\"seq\":1,\"command\":\"runInTerminal\"}");
+    s_write_to(dbg[1], "{\"type\":\"response\",\"request_seq\":5,\"command\":\"x\","
+                       "\"success\":true}");
+    s_run(loop, c_debug, 2000);
+    TAP_OK(d.msgs == 1 && d.kind == CB_DAP_RESPONSE && d.request_seq == 5,
+           "the runner's request is refused, its response handed over");
+    cfg.cell_output_max = 200;
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "an execute");
+    (void) s_take_request("execute");
+    d.msgs = 0;
+    g.notices = 0;
+    for (int i = 0; i < 20; i++)
+        s_write_to(dbg[1], "{\"type\":\"event\",\"event\":\"output\",\"body\":{\"o\":"
+                           "\"0123456789\"}}");
+    s_run(loop, c_never, 300);
+    TAP_OK(d.msgs >= 1 && d.msgs < 20, "events past the cell's budget are dropped (%d of 20)",
+           d.msgs);
+    TAP_EQ_INT(g.notices, 1, "one notice says so");
+    uint8_t huge[4] = {0xff, 0xff, 0xff, 0xf0};
+    if (write(dbg[1], huge, 4) != 4) perror("write");
+    s_run(loop, c_closed, 2000);
+    TAP_OK(d.closed == 1 && !cb_session_debug_open(s), "a broken length closes the channel");
+    TAP_OK(cb_session_current(s) == CB_REQ_EXECUTE, "... and only the channel");
+    close(dbg[1]);
+    s_end(&s);
+
+    /* 8. the timeout waits while the cell is held at a breakpoint */
+    cfg.cell_output_max = 1 << 20;
+    cfg.timeout_s = 1;
+    s = s_new(loop, &cfg);
+    s_hello(loop);
+    g.ends = 0;
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "an execute with --timeout 1");
+    (void) s_take_request("execute");
+    cb_session_hold_deadline(s, true);
+    s_run(loop, c_never, 1500);
+    cb_session_reap(s);
+    TAP_EQ_INT(g.ends, 0, "held: no timeout after 1.5 s");
+    cb_session_hold_deadline(s, false);
+    cb_session_quit(s);
+    for (int i = 0; i < 300 && g.ends == 0; i++) {
+        s_run(loop, c_never, 10);
+        cb_session_reap(s);
+    }
+    TAP_OK(g.ends == 1, "released: the timeout applies again");
     g_child = -1;
     s_end(&s);
     zloop_destroy(&loop);

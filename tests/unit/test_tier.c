@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "launcher/options.h"
-#include "launcher/tier.h"
-#include "launcher/tier_impl.h"
+#include "tiers/tier.h"
+#include "tiers/tier_impl.h"
 #include "tap.h"
 
 static int parse(cb_options_t *o, int argc, const char **argv, char *err, size_t n) {

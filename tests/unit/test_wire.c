@@ -4,6 +4,7 @@
  */
 #include "kernel/bounds.h"
 #include "kernel/wire.h"
+#include "kernel/jsonstr.h"
 #include "tap.h"
 
 static cb_auth_t *g_auth;
@@ -144,9 +145,63 @@ int main(void) {
                "an identical second send still verifies (fresh msg_id and date)");
     TAP_OK(strcmp(first_id, m.msg_id) != 0, "msg_ids differ");
     cb_msg_clear(&m);
-    json_decref(parent);
     zsock_destroy(&a);
     zsock_destroy(&b);
+
+    /* The PUB ledger: messages numbered as sent, released as ZMQ lets go. */
+    zsock_t *pub = zsock_new_pub("@inproc://wire-ledger");
+    cb_wire_ctx_t lc;
+    cb_wire_ctx_init(&lc, g_auth);
+    for (int i = 0; i < 3; i++)
+        cb_wire_send(&lc, pub, NULL, 0, NULL, "stream", parent, NULL, json_pack("{s:i}", "n", i));
+    TAP_EQ_INT(lc.pub_sent_msgs, 3, "three PUB messages numbered");
+    TAP_EQ_INT(atomic_load(&lc.pub_released_msgs), 3, "no subscriber: released at once");
+    TAP_EQ_INT(atomic_load(&lc.pub_released_bytes), lc.pub_sent_bytes, "... all their bytes");
+    TAP_EQ_INT(atomic_load(&lc.queued_bytes), 0, "nothing held");
+    zsock_t *sub = zsock_new_sub(">inproc://wire-ledger", "");
+    zsock_set_rcvtimeo(sub, 10);
+    zmsg_t *probe = NULL;
+    for (int i = 0; i < 100 && probe == NULL; i++) {
+        cb_wire_send(&lc, pub, NULL, 0, NULL, "probe", parent, NULL, json_object());
+        probe = zmsg_recv(sub);
+    }
+    TAP_OK(probe != NULL, "the subscription arrived");
+    zmsg_destroy(&probe);
+    zsock_set_rcvtimeo(sub, 0);
+    while ((probe = zmsg_recv(sub)) != NULL)
+        zmsg_destroy(&probe);
+    uint64_t before = atomic_load(&lc.pub_released_msgs);
+    TAP_EQ_INT(before, lc.pub_sent_msgs, "what the subscriber read is released");
+    cb_wire_send(&lc, pub, NULL, 0, NULL, "stream", parent, NULL, json_pack("{s:s}", "a", "b"));
+    cb_wire_send(&lc, pub, NULL, 0, NULL, "stream", parent, NULL, json_pack("{s:s}", "c", "d"));
+    TAP_EQ_INT(atomic_load(&lc.pub_released_msgs), before, "unread messages are held");
+    TAP_OK(atomic_load(&lc.pub_released_bytes) < lc.pub_sent_bytes, "... and their bytes");
+    zsock_set_rcvtimeo(sub, 1000);
+    for (int i = 0; i < 2; i++) {
+        zmsg_t *r = zmsg_recv(sub);
+        zmsg_destroy(&r);
+    }
+    TAP_EQ_INT(atomic_load(&lc.pub_released_msgs), lc.pub_sent_msgs, "read, they are released");
+    TAP_EQ_INT(atomic_load(&lc.pub_released_bytes), lc.pub_sent_bytes, "... to the last byte");
+
+    /* A content serialised already (a stream's, jsonstr.c) is signed and sent as it is. */
+    const char *text = "line \"1\"\n\tcaf\xc3\xa9\x01";
+    size_t clen = 0;
+    char *content = cb_json_stream_content("stdout", text, strlen(text), &clen);
+    TAP_EQ_INT(cb_wire_send_json(&lc, pub, NULL, "stream", parent, content, clen), 0,
+               "a serialised content is sent");
+    zmsg_t *pubbed = zmsg_recv(sub);
+    TAP_OK(pubbed != NULL, "... and arrives");
+    TAP_EQ_INT(pubbed ? s_parse(pubbed, &m) : -1, 0, "... signed: it verifies and parses");
+    TAP_EQ_STR(m.msg_type, "stream", "... as a stream");
+    TAP_EQ_STR(json_string_value(json_object_get(m.content, "text")), text, "... its text intact");
+    TAP_EQ_INT(atomic_load(&lc.pub_released_msgs), lc.pub_sent_msgs, "... and released once read");
+    cb_msg_clear(&m);
+    TAP_EQ_INT(cb_wire_send_json(&lc, pub, NULL, "stream", parent, NULL, 0), -1,
+               "no content (out of memory): nothing sent");
+    zsock_destroy(&sub);
+    zsock_destroy(&pub);
+    json_decref(parent);
     cb_auth_destroy(&g_auth);
     TAP_DONE();
 }

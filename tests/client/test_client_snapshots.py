@@ -1,0 +1,76 @@
+"""The client's snapshots (docs/SNAPSHOTS.md): checkpoint/rollback/
+checkpoints/forget in any tier, pause/resume/fork in the gvisor tier, and
+the kernel's reasons as SnapshotError."""
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+from cellblock import Checkpoint, SnapshotError
+
+from .conftest import KSPEC_DIR
+
+
+def test_checkpoint_and_rollback(sandbox_factory):
+    sb = sandbox_factory()
+    sb.run_code("x = 1")
+    sb.files.write("data.txt", "before")
+    c = sb.checkpoint("before")
+    assert isinstance(c, Checkpoint) and c.name == "before" and c.execution_count >= 1
+    sb.run_code("x = 2")
+    sb.files.write("data.txt", "after")
+    r = sb.rollback("before")
+    assert r.execution_count == c.execution_count and r.processes_ended == 0
+    assert any("threads" in s for s in r.lost)
+    assert sb.run_code("x").text == "1"
+    assert sb.files.read("data.txt", format="text") == "before"
+    assert [k.name for k in sb.checkpoints()] == ["before"]
+    sb.forget("before")
+    assert sb.checkpoints() == []
+    with pytest.raises(SnapshotError, match="no checkpoint named 'before'"):
+        sb.rollback("before")
+
+
+def test_pause_outside_gvisor_names_the_cause(sandbox_factory):
+    sb = sandbox_factory()
+    with pytest.raises(SnapshotError, match="CRIU"):
+        sb.pause()
+    assert sb.run_code("1 + 1").text == "2"  # the session goes on
+
+
+def _needs_gvisor():
+    if shutil.which("runsc", path="/usr/sbin:/usr/bin:/sbin:/bin") is None or os.geteuid() != 0:
+        pytest.skip("the gvisor tier needs runsc and root")
+
+
+@pytest.mark.timeout(300)
+def test_pause_resume_fork(sandbox_factory):
+    _needs_gvisor()
+    store = tempfile.mkdtemp(prefix="cb-client-images-")
+    try:
+        sb = sandbox_factory(isolation="gvisor", extra_args=["--image-dir", store])
+        sb.run_code("import random\ncount = 10")
+        clones = sb.fork(2)
+        try:
+            for i, c in enumerate(clones):
+                c.run_code("count += %d" % (i + 1))
+            assert [c.run_code("count").text for c in clones] == ["11", "12"]
+            assert sb.run_code("count").text == "10"
+            draws = {c.run_code("random.random()").text for c in clones}
+            assert len(draws) == 2
+            image = clones[0].pause()
+            assert not clones[0].is_running()
+            from cellblock import Sandbox
+            back = Sandbox.resume(image, kernelspec_path=KSPEC_DIR,
+                                  extra_args=["--image-dir", store])
+            try:
+                assert back.run_code("count").text == "11"
+            finally:
+                back.kill()
+        finally:
+            for c in clones:
+                c.kill()
+    finally:
+        shutil.rmtree(store, ignore_errors=True)

@@ -1,0 +1,236 @@
+"""Checkpoints in place against a hostile sandbox (docs/SNAPSHOTS.md "What
+holds"): after a rollback every layer of the banner is in force again
+(the refused syscalls, the denied write, uid and cgroup, seen from the host),
+the code cannot wake, read or change a checkpoint's copy or files, what it
+forges on fd 3 changes nothing, stale bytes of a killed runner are skipped,
+what a cell can make the kernel print is bounded, and a parked copy, not the
+runner, is what the OOM killer takes.
+
+The confinement test runs against the stock python3 kernel too, without the
+rollback (it has none): there the same probes must escape, so they can see
+an escape at all."""
+
+import os
+import re
+import time
+
+import pytest
+
+from .conftest import Kernel, _check_available, verdict
+from .hostile_kit import RAW
+from .test_escape import PROBES
+
+CHECK = ["capabilities", "uid0", "unshare", "ptrace", "mount"]
+
+# writes outside the home, /tmp and /dev/shm: in cellblock the park directory
+# is a writable tmpfs that only Landlock closes; the rest is read-only
+OUTSIDE = """
+import os
+done = []
+for d in ('/opt/cellblock/park', '/var/tmp', '/opt', '/etc'):
+    try:
+        with open(os.path.join(d, 'cb-snap-probe'), 'w') as f:
+            f.write('x')
+        os.remove(os.path.join(d, 'cb-snap-probe'))
+        done.append(d)
+    except OSError:
+        pass
+print('ESCAPED' if done else 'no', done)
+"""
+
+
+def ctl(k, msg_type, timeout=60, **content):
+    msg = k.kc.session.msg(msg_type, content)
+    k.kc.control_channel.send(msg)
+    deadline = time.monotonic() + timeout
+    while True:
+        r = k.kc.get_control_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if r["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+            return r["content"]
+
+
+def _descendants(root):
+    kids = {}
+    for n in os.listdir("/proc"):
+        if n.isdigit():
+            try:
+                with open("/proc/%s/stat" % n) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            kids.setdefault(int(st[st.rindex(")") + 2:].split()[1]), []).append(int(n))
+    out, todo = [], [root]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def host_view(k, ns_pid):
+    """(host uid, cgroup lines) of the process whose innermost pid is ns_pid,
+    below the kernel process (as the host sees it)."""
+    root = k.km.provisioner.process.pid
+    for p in [root] + _descendants(root):
+        try:
+            with open("/proc/%d/status" % p) as f:
+                status = f.read()
+            with open("/proc/%d/cgroup" % p) as f:
+                cg = f.read()
+        except OSError:
+            continue
+        nspid = re.search(r"^NSpid:\s+(.*)$", status, re.M).group(1).split()
+        if int(nspid[-1]) == ns_pid and (len(nspid) > 1 or p == ns_pid):
+            uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
+            return uid, sorted(cg.split())
+    raise AssertionError("no process with pid %d in the sandbox" % ns_pid)
+
+
+@pytest.fixture(params=["cellblock", "python3"])
+def any_kernel(request):
+    _check_available(request.param)
+    k = Kernel(request.param)
+    yield k
+    k.shutdown()
+
+
+@pytest.fixture
+def cb_kernel():
+    _check_available("cellblock")
+    k = Kernel("cellblock")
+    yield k
+    k.shutdown()
+
+
+def test_every_layer_holds_after_a_rollback(any_kernel):
+    k = any_kernel
+    out, _ = k.run("import os; print(os.getpid())")
+    before = host_view(k, int(out))
+    if not k.control:
+        k.run("x = 'saved'")
+        assert ctl(k, "cellblock_checkpoint_request", name="c")["status"] == "ok"
+        k.run("x = 'changed'")
+        assert ctl(k, "cellblock_rollback_request", name="c")["status"] == "ok"
+        assert k.run("print(x)")[0] == "saved\n"
+    out, _ = k.run("import os; print(os.getpid())")
+    after = host_view(k, int(out))
+    if not k.control:  # the same host id (the sandbox's lease) and cgroup as before
+        assert after == before, (before, after)
+    verdict(k, after[0] == 0, "the runner is root on the host")
+    for name in CHECK:  # in a child interpreter, as test_escape runs them
+        probe, _ = k.run("import subprocess, sys\nprint(subprocess.run([sys.executable, '-c', "
+                         "%r], capture_output=True, text=True).stdout)" % PROBES[name])
+        verdict(k, "ESCAPED" in probe, "%s after a rollback: %s" % (name, probe.strip()))
+    probe, _ = k.run(OUTSIDE)
+    verdict(k, "ESCAPED" in probe, "a write outside the writable places after a rollback: " + probe)
+
+
+def test_the_code_cannot_wake_read_or_change_a_checkpoint(cb_kernel):
+    k = cb_kernel
+    k.run("secret = 'kept'\nopen('f', 'w').write('saved')")
+    assert ctl(k, "cellblock_checkpoint_request", name="c")["status"] == "ok"
+    out, _ = k.run("""
+import os, signal
+fifos = os.listdir('/opt/cellblock/park')
+res = []
+for n in fifos:                      # wake a parked copy: only init may write its fifo
+    try:
+        os.open('/opt/cellblock/park/' + n, os.O_WRONLY | os.O_NONBLOCK); res.append('opened ' + n)
+    except OSError as e:
+        res.append(type(e).__name__)
+for p in ('/proc/1/fd', '/proc/1/root', '/proc/1/cwd'):   # init's store is behind these
+    try:
+        os.listdir(p); res.append('listed ' + p)
+    except OSError as e:
+        res.append(type(e).__name__)
+for p in os.listdir('/proc'):       # signals that would wake a stopped process
+    if p.isdigit() and int(p) not in (1, os.getpid()):
+        for s in (signal.SIGCONT, signal.SIGUSR1):
+            try:
+                os.kill(int(p), s)
+            except OSError:
+                pass
+open('f', 'w').write('changed')
+secret = 'changed'
+print(len(fifos), res)
+""")
+    assert out.startswith("1 ['PermissionError', 'PermissionError', 'PermissionError', "
+                          "'PermissionError']"), out
+    assert ctl(k, "cellblock_rollback_request", name="c")["status"] == "ok"
+    assert k.run("print(secret, open('f').read())")[0] == "kept saved\n"
+    # killing the parked copy loses the checkpoint, and only that
+    k.run("import os, signal\nfor p in os.listdir('/proc'):\n"
+          "    if p.isdigit() and int(p) not in (1, os.getpid()):\n"
+          "        os.kill(int(p), signal.SIGKILL)")
+    deadline = time.monotonic() + 10
+    while ctl(k, "cellblock_checkpoints_request")["checkpoints"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ctl(k, "cellblock_checkpoints_request")["checkpoints"] == []
+    e = ctl(k, "cellblock_rollback_request", name="c")
+    assert e["status"] == "error" and "no checkpoint named" in e["evalue"]
+    assert k.run("print(secret)")[0] == "kept\n"
+
+
+def test_forged_frames_change_nothing(cb_kernel):
+    k = cb_kernel
+    k.run("v = 1")
+    assert ctl(k, "cellblock_checkpoint_request", name="c")["status"] == "ok"
+    out, err = k.run(RAW + """
+frame({"type": "checkpoint_reply", "status": "ok", "threads": 5})
+frame({"type": "resumed", "nonce": "0" * 32})
+frame({"type": "snapshot_request", "op": "checkpoint", "name": "first"})
+for i in range(2000):
+    frame({"type": "snapshot_request", "op": "list"})
+    frame({"type": "snapshot_request", "op": "rollback", "name": "c"})
+import time; time.sleep(0.5)
+v = 2
+""")
+    assert err is None, out
+    assert out.count("one checkpoint operation and one listing per cell") == 1, out[-500:]
+    assert out.count("In [") <= 4, "listings are bounded per cell"
+    names = [e["name"] for e in ctl(k, "cellblock_checkpoints_request")["checkpoints"]]
+    assert names == ["c", "first"], names
+    assert k.run("print(v)")[0] == "2\n"
+    assert ctl(k, "cellblock_rollback_request", name="c")["status"] == "ok"
+    assert k.run("print(v)")[0] == "1\n"
+
+
+def test_stale_bytes_of_a_killed_runner_are_skipped(cb_kernel):
+    k = cb_kernel
+    k.run("v = 'saved'")
+    assert ctl(k, "cellblock_checkpoint_request", name="c")["status"] == "ok"
+    # half a frame towards the kernel, and an ack from it left unread
+    msg_id = k.kc.execute(RAW + """
+frame({"type": "display", "data": {"text/plain": "x"}, "metadata": {}})
+import os, time
+os.write(3, (1000).to_bytes(4, "big") + b'{"type": "disp')
+time.sleep(60)
+""")
+    time.sleep(1.5)
+    rb = ctl(k, "cellblock_rollback_request", name="c")
+    assert rb["status"] == "ok" and rb["ended_request"], rb
+    for _ in range(3):
+        assert k.run("print(v)")[0] == "saved\n"
+    assert msg_id
+
+
+def test_a_parked_copy_is_what_the_oom_killer_takes():
+    _check_available("cellblock")
+    k = Kernel("cellblock", ["--memory", "300"])
+    try:
+        k.run("a = bytearray(120 << 20)\nfor i in range(0, len(a), 4096): a[i] = 1")
+        assert ctl(k, "cellblock_checkpoint_request", name="big")["status"] == "ok"
+        out, err = k.run("for i in range(0, len(a), 4096): a[i] = 2\n"     # copy-on-write: 240 MiB
+                         "b = bytearray(100 << 20)\n"                          # and 100 more
+                         "for i in range(0, len(b), 4096): b[i] = 1\nprint('survived')")
+        assert err is None and "survived" in out, out
+        # the kernel hears of the parked copy's death from the sandbox's
+        # init, which may be after the cell's reply: in the cell's output
+        # ("checkpoint 'big' is gone") or, shortly, in the list
+        deadline = time.monotonic() + 5
+        while ctl(k, "cellblock_checkpoints_request")["checkpoints"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ctl(k, "cellblock_checkpoints_request")["checkpoints"] == []
+        assert k.run("print(len(a) + len(b))")[0] == "%d\n" % (220 << 20)
+    finally:
+        k.shutdown()
