@@ -17,6 +17,7 @@ harness itself breaks.  It kills every process it started, by pid, and only thos
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import socket
@@ -58,15 +59,21 @@ class Contender:
         return Kernel(self.label, self.argv + list(extra), self.interrupt_mode)
 
 
-def contenders():
+def contenders(baseline=None):
     cb, ipy = kclient.built_kernelspecs()
     if ipy is None:
         raise HarnessError("no python3 kernelspec: ipykernel is the baseline")
     cbm = cb.interrupt_mode or "signal"
+    cb2 = Contender("cb2", "cellblock'", cb.argv, cbm)
+    if baseline:
+        # --baseline BUILD: cellblock' is another build's kernel (before/after in one run)
+        with open(os.path.join(baseline, "share", "jupyter", "kernels", "cellblock",
+                               "kernel.json")) as f:
+            cb2 = Contender("cb2", "cellblock (baseline)", json.load(f)["argv"], cbm)
     return {
         "cb": Contender("cb", "cellblock", cb.argv, cbm),
         "ipy": Contender("ipy", "ipykernel", ipy.argv, ipy.interrupt_mode or "signal"),
-        "cb2": Contender("cb2", "cellblock'", cb.argv, cbm),
+        "cb2": cb2,
         "cbp": Contender("cbp", "cellblock --preload", cb.argv + ["--preload", PRELOAD], cbm),
         "cbp2": Contender("cbp2", "cellblock --preload'", cb.argv + ["--preload", PRELOAD], cbm),
     }, cb, ipy
@@ -732,10 +739,11 @@ def stat3(xs, unit):
                              fmt_num(pct(xs, 99), unit))
 
 
-def table():
+def table(baseline=False):
     out = []
     out.append("| figure | n | cellblock med / p90 / p99 | ipykernel med / p90 / p99 "
-               "| cb/ipy (median) | A/A cb/cb' | cb/ipy p99 |")
+               "| cb/ipy (median) | %s | cb/ipy p99 |"
+               % ("cb/baseline" if baseline else "A/A cb/cb'"))
     out.append("|---|---|---|---|---|---|---|")
     for label, fig, unit, _ in ROWS:
         # heavy-import figures: cellblock runs with --preload (as the target says)
@@ -875,13 +883,16 @@ def targets():
     return out
 
 
-def report(hdr, elapsed):
+def report(hdr, elapsed, baseline=None):
     out = ["```"] + hdr + ["elapsed     %.0f s; load avg at the end %s" % (
         elapsed, " ".join("%.2f" % x for x in os.getloadavg())), "```", ""]
     out += ["Ratios are cellblock/ipykernel of the medians (< 1 is faster or smaller for times "
             "and memory, > 1 is better for throughput and cells/s). A/A = cellblock/cellblock' "
             "(same build, separate kernels, same rounds): how far from 1.00 noise alone goes.", ""]
-    out += table() + [""] + floor_table() + [""] + check_table() + [""] + overhead_table()
+    if baseline:
+        out += ["cb/baseline = this build / the kernel of %s (`--baseline`), same rounds."
+                % baseline, ""]
+    out += table(bool(baseline)) + [""] + floor_table() + [""] + check_table() + [""] + overhead_table()
     out += ["", "### Targets (issue 5)", ""] + targets()
     if RES.notes:
         out += ["", "Notes:", ""] + ["- " + n for n in RES.notes]
@@ -900,6 +911,9 @@ def parse():
     ap.add_argument("--only", default="", help="comma-separated subset of: " + ",".join(FIGS))
     ap.add_argument("--skip", default="", help="comma-separated figures to skip")
     ap.add_argument("--write", metavar="FILE", help="also write the report (markdown) to FILE")
+    ap.add_argument("--baseline", metavar="BUILD",
+                    help="run another build's kernel as cellblock' (the A/A column becomes "
+                         "this build / that one: before and after in one run)")
     ap.add_argument("--rounds-launch", type=int)
     ap.add_argument("--cells", type=int, help="round-trip cells of each kind per kernel")
     ap.add_argument("--rounds-stream", type=int)
@@ -929,7 +943,7 @@ def parse():
 def main():
     args = parse()
     t_start = now()
-    C, cbspec, ipyspec = contenders()
+    C, cbspec, ipyspec = contenders(args.baseline)
     hdr = header(cbspec, ipyspec)
     for line in hdr:
         log(line)
@@ -971,7 +985,7 @@ def main():
     for k in long_lived.values():
         k.shutdown(graceful=False)
     kclient.cleanup_all()
-    rep = report(hdr, now() - t_start)
+    rep = report(hdr, now() - t_start, args.baseline)
     print("\n".join(rep), flush=True)
     if args.write:
         if not os.path.exists(args.write):

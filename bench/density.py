@@ -87,7 +87,10 @@ def kernelspecs():
         cb, ipy = kclient.built_kernelspecs()
     except kclient.HarnessError as e:
         raise SystemExit(str(e))
-    out = {"cellblock": (cb.argv, cb.interrupt_mode or "signal")}
+    mode = cb.interrupt_mode or "signal"
+    # issue 21: after (every runner a template's fork) and before (--warm off)
+    out = {"cellblock": (cb.argv + ["--warm", "wait"], mode),
+           "cellblock-cold": (cb.argv + ["--warm", "off"], mode)}
     if ipy is not None:
         out["ipykernel"] = (ipy.argv, ipy.interrupt_mode or "signal")
     else:
@@ -201,10 +204,14 @@ def idle_set(label, spec, n):
         start_s = now() - t0
         time.sleep(SETTLE_S)
         per_kernel, procs, by_comm = [], 0, {}
+        # a warm start's template (issue 21): its tree's PSS (supervisor,
+        # template, spares: the pages every runner shares) is shared out
+        sups = {kclient.template_of(k.pid) for k in kernels} - {None}
+        tpl_kib = sum(pss_kib(p) for sup in sups for p in tree(sup))
         for k in kernels:
             pids = tree(k.pid)
             procs += len(pids)
-            total = 0
+            total = tpl_kib / len(kernels)
             for p in pids:
                 v = pss_kib(p)
                 total += v
@@ -226,6 +233,8 @@ def idle_set(label, spec, n):
         return {
             "kernel": label, "n": n, "start_s": start_s, "procs": procs,
             "pss_total_kib": sum(per_kernel), "pss_median_kib": statistics.median(per_kernel),
+            "template_kib": tpl_kib, "templates": len(sups),
+            "warm": sum(1 for k in kernels if kclient.template_of(k.pid) is not None),
             "pss_max_kib": max(per_kernel),
             "by_comm_median_kib": {c: statistics.median(v) for c, v in by_comm.items()},
             "responsive": ok, "rt_p50_s": pct(rts, 50), "rt_p99_s": pct(rts, 99),
@@ -278,7 +287,11 @@ def fmt_s(s):
 
 
 def markdown(idle, bursts, meta):
-    out = ["## Density and concurrent starts (issue 13, `make bench-density`)", "",
+    out = ["## Density and concurrent starts (issues 13 and 21, `make bench-density`)", "",
+           "cellblock: every runner a fork of its template (`--warm wait`), its PSS with its "
+           "share of the template's tree (supervisor, template, spares: the pages the "
+           "runners share); cellblock-cold: `--warm off`, runners started as before issue 21.",
+           "",
            "%s. %s. Kernels started as %s; cgroup %s. Medians unless said otherwise; "
            "PSS from `/proc/PID/smaps_rollup` of every process of each kernel's tree "
            "(cellblock: kernel, launcher, sandbox init, runner; ipykernel: one process), "
@@ -313,8 +326,13 @@ def markdown(idle, bursts, meta):
         parts = ", ".join("%s %s" % (c, fmt_mib(v)) for c, v in
                           sorted(r["by_comm_median_kib"].items(), key=lambda x: -x[1]))
         what = (" (cellblock-launc: the launcher and the sandbox's init)"
-                if r["kernel"] == "cellblock" else "")
+                if r["kernel"].startswith("cellblock") else "")
         out.append("- %s × %d, median PSS per process%s: %s" % (r["kernel"], r["n"], what, parts))
+        if r.get("templates"):
+            out.append("  - %d of %d runners forked from %d template(s), whose trees hold "
+                       "%s of PSS in all (%s per kernel, counted above)" % (
+                           r["warm"], r["n"], r["templates"], fmt_mib(r["template_kib"]),
+                           fmt_mib(r["template_kib"] / r["n"])))
     return "\n".join(out) + "\n"
 
 
@@ -331,7 +349,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--counts", default="50,200", help="idle set sizes (default 50,200)")
     ap.add_argument("--burst", type=int, default=50, help="kernels started at once (0: none)")
-    ap.add_argument("--kernels", default="cellblock,ipykernel")
+    ap.add_argument("--kernels", default="cellblock,cellblock-cold,ipykernel")
     ap.add_argument("--write", metavar="RESULTS_MD", help="replace/append the section there")
     ap.add_argument("--json", default=os.path.join(BUILD, "density.json"),
                     help="every result, saved as it comes (default build/density.json)")

@@ -43,7 +43,7 @@ sys.path.insert(0, HERE)
 
 import kclient  # noqa: E402
 from kclient import Kernel, now, tree_pss, pss_kib, HarnessError  # noqa: E402
-from stats import median, ratio, fmt_num, fmt_ratio, write_section  # noqa: E402
+from stats import median, ratio, fmt_num, fmt_ratio, publish  # noqa: E402
 
 # The cells of the equality check: plain Python that a first cell may be
 # (results of every scalar type, output, errors, the _ variables), then
@@ -154,7 +154,7 @@ def runner_figures(shell, rounds):
 
 # ------------------------------------------------------------ equality
 
-_CELL = re.compile(r"/tmp/cellblock-cells/\d+(?:\.\d+)?\.py")
+_CELL = re.compile(r"/tmp/cellblock_[0-9a-f]+/\d+\.py")
 
 
 def messages(k, req):
@@ -268,10 +268,7 @@ def main():
             say("    fast path: %s\n    shell:     %s" % (json.dumps(got[0])[:400],
                                                            json.dumps(got[1])[:400]))
     say("\n(elapsed %.0f s)" % (time.time() - t_start))
-    print(buf.getvalue(), flush=True)
-    if args.write:
-        write_section(args.write, "ipython", buf.getvalue())
-        log("wrote", args.write)
+    publish(buf.getvalue(), args.write, "ipython", log)
     return 0
 
 

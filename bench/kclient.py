@@ -128,6 +128,47 @@ def tree_pss(pid):
     return sum(r[2] for r in rows), rows
 
 
+# ------------------------------------------------------------ warm-start templates (issue 21)
+
+WARM_DIR = "/run/cellblock/warm"
+
+
+def _memfd_inode(pid):
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            for line in f:
+                if "/memfd:cellblock-warm" in line:
+                    return line.split()[4]
+    except OSError:
+        pass
+    return None
+
+
+def template_of(kernel_pid):
+    """The supervisor pid of the template whose fork runs the cells of the
+    kernel kernel_pid (the one that maps the same copy of the template's
+    library), or None: a cold start, or no template."""
+    runner = [p for p in tree(kernel_pid) if _memfd_inode(p)]
+    if not runner:
+        return None
+    ino = _memfd_inode(runner[0])
+    try:
+        names = os.listdir(WARM_DIR)
+    except OSError:
+        return None
+    for name in names:
+        if not name.endswith(".pid"):
+            continue
+        try:
+            with open(os.path.join(WARM_DIR, name)) as f:
+                sup, _start, tpl = (int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+        if _memfd_inode(tpl) == ino:
+            return sup
+    return None
+
+
 # ------------------------------------------------------------ the kernel
 
 class Kernel:

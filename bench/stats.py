@@ -75,3 +75,11 @@ def write_section(path, name, text):
         cur = (cur.rstrip("\n") + "\n\n" if cur else "") + block
     with open(path, "w") as f:
         f.write(cur)
+
+
+def publish(text, path, name, log):
+    """Prints a report and, when path is given, puts it in path's section."""
+    print(text, flush=True)
+    if path:
+        write_section(path, name, text)
+        log("wrote", path)

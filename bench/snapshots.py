@@ -1,0 +1,257 @@
+#!/usr/bin/python3
+"""Snapshots of a session (issue 20, docs/SNAPSHOTS.md): what checkpoints in
+place, rollback, pause/resume and fork cost, beside a cold start of the same
+session, in one run.
+
+    make bench-snapshots
+    /usr/bin/python3 bench/snapshots.py [--mib 500] [--pause-mib 100] [--reps 5]
+    /usr/bin/python3 bench/snapshots.py --write bench/RESULTS.md
+
+namespaces tier, a session holding --mib MiB of numpy/pandas state:
+  cold start    launch -> kernel_info -> the cell that imports numpy and pandas
+                and builds the state -> its reply (the session a rollback saves)
+  checkpoint    cellblock_checkpoint_request -> its reply: the session takes no
+                cell meanwhile (the pause); and the sandbox cgroup's memory
+                before and after it (copy-on-write: nothing is copied until
+                pages change), then after the code rewrites every page
+  rollback      cellblock_rollback_request -> reply -> a cell `1` -> its result
+                (and the reply alone, and the same cell once more)
+gvisor tier, --pause-mib MiB of state:
+  cold start    as above, in gVisor
+  pause         cellblock_pause_request -> reply; the image's size beside the
+                sandbox's resident memory (its cgroup's) before the pause
+  resume        the kernel's next cell (it resumes the image) -> result; and a
+                new kernel (--resume ID): launch -> its first cell's result
+  fork          4 new kernels from one image: launch of all -> every one's first
+                result; each answers with its own state and has its own host uid
+
+A benchmark, not a test: nothing asserts on timings.  Every kernel it starts
+is killed by pid (kclient.py); the images go to a temporary store, removed.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from kclient import Kernel, built_kernelspecs, cleanup_all, now  # noqa: E402
+from stats import write_section  # noqa: E402
+
+STATE = ("import numpy as np, pandas as pd\n"
+         "a = np.random.rand({n} * 2**20 // 8)\n"
+         "df = pd.DataFrame({{'x': np.arange(10**5), 'y': np.random.rand(10**5)}})\n"
+         "a.nbytes + df.memory_usage().sum()")
+
+
+def start(spec, extra, label):
+    k = Kernel(label, spec.argv + list(extra)).launch()
+    k.wait_ready(120)
+    return k
+
+
+def control(k, msg_type, content=None, timeout=300):
+    req = k.wait(k.send("control", msg_type, content), timeout, idle=False)
+    c = req.reply["content"]
+    if c.get("status") != "ok":
+        raise RuntimeError("%s: %s" % (msg_type, c.get("evalue")))
+    return c, req.rt_reply()
+
+
+def cell(k, code, timeout=300):
+    req = k.run(code, timeout, result=False)
+    if req.status != "ok":
+        raise RuntimeError("cell failed: %s" % req.reply["content"].get("evalue"))
+    return req
+
+
+def banner_uid(k):
+    req = k.wait(k.send("shell", "kernel_info_request"), 30, idle=False)
+    m = re.search(r"host uid (\d+)", req.reply["content"]["banner"])
+    return int(m.group(1)) if m else None
+
+
+def sandbox_memory(k):
+    """The sandbox cgroup's memory in use (bytes): its runner's memory group."""
+    for p in sorted(k_tree(k)):
+        try:
+            with open("/proc/%d/cgroup" % p) as f:
+                for line in f:
+                    parts = line.strip().split(":", 2)
+                    if len(parts) == 3 and "cellblock-" in parts[2] and (
+                            parts[1] == "memory" or parts[1] == ""):
+                        root = "/sys/fs/cgroup/memory" if parts[1] else "/sys/fs/cgroup"
+                        for f2 in ("memory.usage_in_bytes", "memory.current"):
+                            path = root + parts[2] + "/" + f2
+                            if os.path.exists(path):
+                                return int(open(path).read())
+        except OSError:
+            continue
+    return None
+
+
+def k_tree(k):
+    from kclient import tree
+    return tree(k.pid)
+
+
+def cold(spec, extra, mib, label):
+    t0 = now()
+    k = start(spec, extra, label)
+    cell(k, STATE.format(n=mib))
+    return k, now() - t0
+
+
+def bench_namespaces(spec, mib, reps):
+    r = {}
+    # room for the state, its copy once rewritten, and the interpreter
+    k, r["cold"] = cold(spec, ["--memory", str(3 * mib + 512)], mib, "ns")
+    cell(k, "1")
+    before = sandbox_memory(k)
+    times = []
+    for i in range(reps):
+        _, t = control(k, "cellblock_checkpoint_request", {"name": "c%d" % i})
+        times.append(t)
+    after = sandbox_memory(k)
+    r["checkpoint"] = statistics.median(times)
+    r["mem_before"], r["mem_after"] = before, after
+    for i in range(1, reps):
+        control(k, "cellblock_forget_request", {"name": "c%d" % i})
+    cell(k, "a += 1.0")  # every page written: the copy now costs its size
+    r["mem_changed"] = sandbox_memory(k)
+    rolls, replies, plain = [], [], []
+    for _ in range(reps):
+        t0 = now()
+        _, t = control(k, "cellblock_rollback_request", {"name": "c0"})
+        cell(k, "1")
+        rolls.append(now() - t0)
+        replies.append(t)
+        t0 = now()
+        cell(k, "1")            # the same cell once the first has paid for its pages
+        plain.append(now() - t0)
+    r["rollback"] = statistics.median(rolls)
+    r["rollback_reply"] = statistics.median(replies)
+    r["cell"] = statistics.median(plain)
+    k.shutdown()
+    return r
+
+
+def bench_gvisor(spec, mib, store):
+    r = {}
+    extra = ["--isolation", "gvisor", "--image-dir", store, "--memory", str(max(1024, 4 * mib))]
+    k, r["cold"] = cold(spec, extra, mib, "gv")
+    cell(k, "1")
+    r["resident"] = sandbox_memory(k)
+    c, r["pause"] = control(k, "cellblock_pause_request")
+    image, r["image"] = c["image"], c["bytes"]
+    t0 = now()
+    cell(k, "a.sum() > 0")
+    r["resume_same"] = now() - t0
+    uid0 = banner_uid(k)
+    t0 = now()
+    k2 = start(spec, extra + ["--resume", image], "gv-resume")
+    cell(k2, "a.sum() > 0")
+    r["resume_new"] = now() - t0
+    k2.shutdown()
+    # fork: 4 kernels from one image, side by side
+    c, _ = control(k, "cellblock_pause_request")
+    t0 = now()
+    clones = [Kernel("fork%d" % i, spec.argv + extra + ["--resume", c["image"]]).launch()
+              for i in range(4)]
+    for i, cl in enumerate(clones):
+        cl.wait_ready(120)
+        cell(cl, "n = %d" % i)
+    r["fork"] = now() - t0
+    vals = []
+    for cl in clones:
+        req = cl.run("n", 60, result=True)
+        vals.append(req.outputs[0]["content"]["data"]["text/plain"] if req.outputs else "?")
+    r["fork_values"] = vals
+    r["fork_uids"] = len({banner_uid(cl) for cl in clones} | {uid0})
+    for cl in clones:
+        cl.shutdown()
+    k.shutdown()
+    return r
+
+
+def fmt_ms(s):
+    return "%.0f ms" % (s * 1000) if s < 10 else "%.1f s" % s
+
+
+def report(ns, gv, mib, pmib, reps):
+    lines = ["## Snapshots (issue 20): checkpoints in place, rollback, pause, resume, fork", "",
+             "Run %s on %s (%s, %d CPUs, load average %.1f at the end: the host is shared), "
+             "one run, medians of %d where repeated; ratios are beside a cold start of the "
+             "same session (launch to the reply of the cell that builds its state)." % (
+                 datetime.date.today().isoformat(), platform.node(), platform.release(),
+                 os.cpu_count(), os.getloadavg()[0], reps), "",
+             "| what | time | ratio to the cold start | note |", "|---|---|---|---|"]
+    if ns:
+        extra = (ns["mem_after"] - ns["mem_before"]) / ns["mem_before"] * 100 \
+            if ns["mem_before"] and ns["mem_after"] else float("nan")
+        changed = (ns["mem_changed"] - ns["mem_before"]) / ns["mem_before"] * 100 \
+            if ns["mem_before"] and ns["mem_changed"] else float("nan")
+        lines += [
+            "| namespaces: cold start, %d MiB of numpy/pandas state | %s | 1 | |" % (
+                mib, fmt_ms(ns["cold"])),
+            "| namespaces: checkpoint in place (the session takes no cell) | %s | %.4f | "
+            "memory +%.1f %% (%d -> %d MiB); +%.0f %% once every page of the array is "
+            "rewritten |" % (fmt_ms(ns["checkpoint"]), ns["checkpoint"] / ns["cold"], extra,
+                             ns["mem_before"] >> 20, ns["mem_after"] >> 20, changed),
+            "| namespaces: rollback -> first result | %s | %.4f | the rollback's reply %s; "
+            "the same cell `1` afterwards %s |" % (
+                fmt_ms(ns["rollback"]), ns["rollback"] / ns["cold"],
+                fmt_ms(ns["rollback_reply"]), fmt_ms(ns["cell"]))]
+    if gv:
+        lines += [
+            "| gvisor: cold start, %d MiB of state | %s | 1 | |" % (pmib, fmt_ms(gv["cold"])),
+            "| gvisor: pause (image written, sandbox ended) | %s | %.3f | image %.0f MiB, "
+            "resident memory %.0f MiB before (ratio %.2f) |" % (
+                fmt_ms(gv["pause"]), gv["pause"] / gv["cold"], gv["image"] / 2**20,
+                (gv["resident"] or 0) / 2**20, gv["image"] / gv["resident"] if gv["resident"]
+                else float("nan")),
+            "| gvisor: resume -> first result (the same kernel) | %s | %.3f | |" % (
+                fmt_ms(gv["resume_same"]), gv["resume_same"] / gv["cold"]),
+            "| gvisor: resume -> first result (a new kernel, --resume) | %s | %.3f | |" % (
+                fmt_ms(gv["resume_new"]), gv["resume_new"] / gv["cold"]),
+            "| gvisor: fork, 4 kernels from one image, all answering | %s | %.3f | values %s, "
+            "%d distinct host uids with the original |" % (
+                fmt_ms(gv["fork"]), gv["fork"] / gv["cold"], "/".join(gv["fork_values"]),
+                gv["fork_uids"])]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=500)
+    ap.add_argument("--pause-mib", type=int, default=100)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--skip-gvisor", action="store_true")
+    ap.add_argument("--write", metavar="FILE")
+    a = ap.parse_args()
+    spec, _ = built_kernelspecs()
+    store = tempfile.mkdtemp(prefix="cb-bench-images-")
+    try:
+        ns = bench_namespaces(spec, a.mib, a.reps)
+        gv = None
+        if not a.skip_gvisor and shutil.which("runsc", path="/usr/sbin:/usr/bin") and \
+                os.geteuid() == 0:
+            gv = bench_gvisor(spec, a.pause_mib, os.path.join(store, "s"))
+        text = report(ns, gv, a.mib, a.pause_mib, a.reps)
+        print(text)
+        if a.write:
+            write_section(a.write, "snapshots", text)
+    finally:
+        cleanup_all()
+        shutil.rmtree(store, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
