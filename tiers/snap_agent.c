@@ -410,6 +410,7 @@ static void s_roll(cb_snap_agent_t *a, long id, const char *nonce) {
         s_say(a, "fail %ld waking its copy: %s", id, strerror(errno));
         return;
     }
+    (void) kill(copy, SIGCONT); /* stopped before the others ended: it reads now */
     (void) cb_snap_proc_write(copy, "oom_score_adj", "0");
     a->runner = copy;
     s->pid = 0;
@@ -452,7 +453,15 @@ void cb_snap_agent_command(cb_snap_agent_t *a, const char *line) {
 
 bool cb_snap_agent_child(cb_snap_agent_t *a, pid_t pid, int status) {
     if (WIFSTOPPED(status)) {
-        if (pid == a->runner || s_by_pid(a, pid) != NULL) return s_by_pid(a, pid) != NULL;
+        if (pid == a->runner) return false;
+        if (s_by_pid(a, pid) != NULL) {
+            /* a taken copy stops only while it waits for the byte, which is in
+             * its fifo now: a stop the agent's SIGCONT came too early for (it
+             * read nothing after someone else's SIGCONT, then stopped again),
+             * or a SIGSTOP from the sandbox's code, would leave it asleep */
+            (void) kill(pid, SIGCONT);
+            return true;
+        }
         for (int i = 0; i < CB_SNAP_SLOTS; i++) {
             cb_snap_slot_t *s = &a->slot[i];
             if (s->id != 0 && s->pid == 0 && cb_snap_proc_holds(pid, s->fifo)) {

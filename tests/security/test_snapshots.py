@@ -143,9 +143,9 @@ for p in ('/proc/1/fd', '/proc/1/root', '/proc/1/cwd'):   # init's store is behi
         os.listdir(p); res.append('listed ' + p)
     except OSError as e:
         res.append(type(e).__name__)
-for p in os.listdir('/proc'):       # signals that would wake a stopped process
+for p in os.listdir('/proc'):       # signals that would wake (or stop) a parked copy
     if p.isdigit() and int(p) not in (1, os.getpid()):
-        for s in (signal.SIGCONT, signal.SIGUSR1):
+        for s in (signal.SIGCONT, signal.SIGUSR1, signal.SIGSTOP):
             try:
                 os.kill(int(p), s)
             except OSError:
