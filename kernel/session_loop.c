@@ -76,8 +76,14 @@ static void s_register(cb_session_t *s, int slot, int fd, short events) {
 void cb_session_sync(cb_session_t *s) {
     int64_t now = cb_now_ms();
     bool bytes_ok = !s->paused && cb_bucket_ready(&s->bytes, now);
+    /* while our last ack is unread nothing buffered is handled, so nothing
+     * more is read either: the runner's writes block on its own socket.  (Reading
+     * on up to a frame's worth cost a wakeup per write the sandbox trickles
+     * in: under gVisor, whose writes come a few hundred bytes at a time, a
+     * quarter of a core of the kernel's.) */
     bool frames_ok = bytes_ok && cb_bucket_ready(&s->frames, now) &&
-                     cb_sio_pending(s) < CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR;
+                     cb_sio_pending(s) < CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR &&
+                     !(s->ack_pending && cb_sio_pending(s) > 0);
     bool dbg_ok = bytes_ok && cb_bucket_ready(&s->frames, now) &&
                   s->dbg_in_len < CB_DAP_FRAME_MAX + CB_RUNNER_FRAME_HDR;
     int fds[S_FD_COUNT] = {s->proc.out_fd, s->proc.err_fd, s->proc.ev_fd, s->proc.rep_fd,
