@@ -318,7 +318,7 @@ int cb_init_gvisor(int argc, char **argv) {
 
 /* Whether line (an answer) ends the command cmd ("arm", "roll", "drop"). */
 static bool s_final(const char *cmd, const char *line) {
-    if (strncmp(line, "fail ", 5) == 0) return true;
+    if (strncmp(line, "fail ", 5) == 0 || strncmp(line, "refused ", 8) == 0) return true;
     if (strcmp(cmd, "arm") == 0) /* after "armed": the fork parked, or never did */
         return strncmp(line, "saved ", 6) == 0 || strncmp(line, "lost ", 5) == 0;
     if (strcmp(cmd, "roll") == 0) return strncmp(line, "rolled ", 7) == 0;

@@ -395,11 +395,11 @@ static void s_roll(cb_snap_agent_t *a, long id, const char *nonce) {
     s_settle(a); /* the copy of the last rollback's runner may still be parking */
     cb_snap_slot_t *s = s_find(a, id);
     if (s == NULL || s->pid == 0) {
-        s_say(a, "fail %ld %s", id, s ? "its fork has not parked" : "no such checkpoint");
+        s_say(a, "refused %ld %s", id, s ? "its fork has not parked" : "no such checkpoint");
         return;
     }
     if (!s_hex(nonce, CB_SNAP_NONCE_HEX)) {
-        s_say(a, "fail %ld bad nonce", id);
+        s_say(a, "refused %ld bad nonce", id);
         return;
     }
     pid_t copy = s->pid;

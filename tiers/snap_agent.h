@@ -25,7 +25,9 @@
  *
  * Unprompted: `lost ID WHY` (a parked copy died: the OOM killer, code in the
  * sandbox), `kept ID PID` (the copy a rollback's runner made of itself),
- * `fail ID WHY` for any command that did not work.  The agent trusts no
+ * `fail ID WHY` for any command that did not work, `refused ID WHY` for a
+ * rollback refused before anything in the sandbox changed (no such
+ * checkpoint: its copy died and the kernel has not heard yet).  The agent trusts no
  * process of the sandbox: which child is a checkpoint is decided by what it
  * holds open (the fifo only the agent made), never by what it says.
  *

@@ -209,9 +209,16 @@ print(len(fifos), res)
     k.run("import os, signal\nfor p in os.listdir('/proc'):\n"
           "    if p.isdigit() and int(p) not in (1, os.getpid()):\n"
           "        os.kill(int(p), signal.SIGKILL)")
-    deadline = time.monotonic() + 10
-    while ctl(k, "cellblock_checkpoints_request")["checkpoints"] and time.monotonic() < deadline:
-        time.sleep(0.1)
+    if gvisor:
+        # gVisor's init holds no host socket (runsc checkpoints it whole): the
+        # kernel hears of the copy's death with its next command.  The
+        # rollback is refused before anything changes, the session goes on
+        e = ctl(k, "cellblock_rollback_request", name="c")
+        assert e["status"] == "error" and "no such checkpoint" in e["evalue"], e
+    else:
+        deadline = time.monotonic() + 10
+        while ctl(k, "cellblock_checkpoints_request")["checkpoints"] and time.monotonic() < deadline:
+            time.sleep(0.1)
     assert ctl(k, "cellblock_checkpoints_request")["checkpoints"] == []
     e = ctl(k, "cellblock_rollback_request", name="c")
     assert e["status"] == "error" and "no checkpoint named" in e["evalue"]
