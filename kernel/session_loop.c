@@ -72,12 +72,23 @@ static void s_register(cb_session_t *s, int slot, int fd, short events) {
     }
 }
 
+/* Whether more of the runner's events may be buffered now (rate, and at most
+ * a frame's worth). */
+static bool s_may_read_events(cb_session_t *s, int64_t now) {
+    return !s->paused && cb_bucket_ready(&s->bytes, now) && cb_bucket_ready(&s->frames, now) &&
+           cb_sio_pending(s) < CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR;
+}
+
 /* Registers exactly the fds the session may read now, and its next deadline. */
 void cb_session_sync(cb_session_t *s) {
     int64_t now = cb_now_ms();
     bool bytes_ok = !s->paused && cb_bucket_ready(&s->bytes, now);
-    bool frames_ok = bytes_ok && cb_bucket_ready(&s->frames, now) &&
-                     cb_sio_pending(s) < CB_RUNNER_FRAME_MAX + CB_RUNNER_FRAME_HDR;
+    /* while our last ack is unread and frames wait, the event fd is not
+     * polled: the ack's recheck timer reads on instead, a chunk at a time
+     * (s_on_timer).  Polling it cost a wakeup per write the sandbox trickles
+     * in: under gVisor, whose writes come a few hundred bytes at a time, a
+     * quarter of a core of the kernel's. */
+    bool frames_ok = s_may_read_events(s, now) && !(s->ack_pending && cb_sio_pending(s) > 0);
     bool dbg_ok = bytes_ok && cb_bucket_ready(&s->frames, now) &&
                   s->dbg_in_len < CB_DAP_FRAME_MAX + CB_RUNNER_FRAME_HDR;
     int fds[S_FD_COUNT] = {s->proc.out_fd, s->proc.err_fd, s->proc.ev_fd, s->proc.rep_fd,
@@ -165,6 +176,12 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg) {
     }
     cb_sio_snap_tick(s, now);
     if (cb_sio_pending(s) > 0) cb_sio_process(s);
+    /* the ack is still unread: buffer one more chunk of what waits (see
+     * cb_session_sync), so a runner that writes on stalls only once a
+     * frame's worth is here */
+    if (s->ack_pending && cb_sio_pending(s) > 0 && s->proc.ev_fd >= 0 &&
+        s_may_read_events(s, now))
+        cb_sio_read_events(s);
     if (cb_sdbg_pending(s)) cb_sdbg_process(s);
     cb_session_sync(s);
     return 0;

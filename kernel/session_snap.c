@@ -161,6 +161,10 @@ static void s_on_line(void *ud, const char *line) {
     }
     if (strcmp(verb, "fail") == 0) {
         s_fail_by(s, rest[0] ? rest : "the sandbox's checkpoint agent refused", true);
+    } else if (strcmp(verb, "refused") == 0) {
+        /* nothing in the sandbox changed: the session goes on as it is (under
+         * gVisor the copy's death is heard only now, just before this) */
+        s_finish(s, false, rest[0] ? rest : "the sandbox's checkpoint agent refused");
     } else if ((strcmp(verb, "armed") == 0 || strcmp(verb, "saved") == 0) &&
                p->op == CB_SNAP_CHECKPOINT && p->phase == S_PH_FORK) {
         /* armed: the fifo is made and the files copied (the fork was asked for

@@ -263,6 +263,10 @@ int cb_init_gvisor(int argc, char **argv) {
     cb_snap_agent_init(&agent, lfd < 0 ? -1 : store, lfd < 0 ? -1 : park, CB_SANDBOX_HOME, "/tmp",
                        child, true, lfd < 0 ? "the agent's socket could not be made" : NULL, s_say,
                        NULL);
+    /* gVisor lists /proc/1/fd to any uid (its procfs: fd directories 0555, no
+     * dumpability for them): between commands the store is only a path under
+     * the root-only CB_SNAP_AGENT_RUN, never an fd of ours */
+    cb_snap_agent_store_by_path(&agent, CB_SNAP_AGENT_STORE);
     int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
     for (;;) {
         struct pollfd pf[5] = {{.fd = sfd, .events = POLLIN},
@@ -314,7 +318,7 @@ int cb_init_gvisor(int argc, char **argv) {
 
 /* Whether line (an answer) ends the command cmd ("arm", "roll", "drop"). */
 static bool s_final(const char *cmd, const char *line) {
-    if (strncmp(line, "fail ", 5) == 0) return true;
+    if (strncmp(line, "fail ", 5) == 0 || strncmp(line, "refused ", 8) == 0) return true;
     if (strcmp(cmd, "arm") == 0) /* after "armed": the fork parked, or never did */
         return strncmp(line, "saved ", 6) == 0 || strncmp(line, "lost ", 5) == 0;
     if (strcmp(cmd, "roll") == 0) return strncmp(line, "rolled ", 7) == 0;

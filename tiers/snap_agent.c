@@ -64,12 +64,29 @@ static cb_snap_slot_t *s_by_pid(cb_snap_agent_t *a, pid_t pid) {
     return NULL;
 }
 
+/* The store's root, a new fd (the caller closes it), -1 with errno. */
+static int s_store_root(const cb_snap_agent_t *a) {
+    if (a->store >= 0) return fcntl(a->store, F_DUPFD_CLOEXEC, 0);
+    if (a->store_path == NULL) {
+        errno = ENOENT;
+        return -1;
+    }
+    return open(a->store_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 /* The directory of checkpoint id in the store, opened (creating it). */
 static int s_store_dir(cb_snap_agent_t *a, long id, bool create) {
     char name[24];
     (void) snprintf(name, sizeof name, "%ld", id);
-    if (create && mkdirat(a->store, name, 0700) < 0) return -1;
-    return openat(a->store, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int root = s_store_root(a);
+    if (root < 0) return -1;
+    int d = create && mkdirat(root, name, 0700) < 0
+                ? -1
+                : openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(root);
+    errno = e;
+    return d;
 }
 
 static void s_store_remove(cb_snap_agent_t *a, long id) {
@@ -80,7 +97,10 @@ static void s_store_remove(cb_snap_agent_t *a, long id) {
     cb_snap_tree_t t = {.own = a->root};
     (void) cb_snap_tree_clear(&t, d);
     close(d);
-    (void) unlinkat(a->store, name, AT_REMOVEDIR);
+    int root = s_store_root(a);
+    if (root < 0) return;
+    (void) unlinkat(root, name, AT_REMOVEDIR);
+    close(root);
 }
 
 /* A fresh park fifo for id, opened O_RDWR (which never blocks and keeps a
@@ -123,6 +143,12 @@ void cb_snap_agent_init(cb_snap_agent_t *a, int store, int park, const char *hom
         s_say(a, "unavailable %s", a->unavailable);
     else
         s_say(a, "ready %d", CB_SNAP_MAX);
+}
+
+void cb_snap_agent_store_by_path(cb_snap_agent_t *a, const char *path) {
+    if (a->store >= 0) close(a->store);
+    a->store = -1;
+    a->store_path = path;
 }
 
 /* ---- checkpoint ----------------------------------------------------------------- */
@@ -369,11 +395,11 @@ static void s_roll(cb_snap_agent_t *a, long id, const char *nonce) {
     s_settle(a); /* the copy of the last rollback's runner may still be parking */
     cb_snap_slot_t *s = s_find(a, id);
     if (s == NULL || s->pid == 0) {
-        s_say(a, "fail %ld %s", id, s ? "its fork has not parked" : "no such checkpoint");
+        s_say(a, "refused %ld %s", id, s ? "its fork has not parked" : "no such checkpoint");
         return;
     }
     if (!s_hex(nonce, CB_SNAP_NONCE_HEX)) {
-        s_say(a, "fail %ld bad nonce", id);
+        s_say(a, "refused %ld bad nonce", id);
         return;
     }
     pid_t copy = s->pid;

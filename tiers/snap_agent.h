@@ -25,7 +25,9 @@
  *
  * Unprompted: `lost ID WHY` (a parked copy died: the OOM killer, code in the
  * sandbox), `kept ID PID` (the copy a rollback's runner made of itself),
- * `fail ID WHY` for any command that did not work.  The agent trusts no
+ * `fail ID WHY` for any command that did not work, `refused ID WHY` for a
+ * rollback refused before anything in the sandbox changed (no such
+ * checkpoint: its copy died and the kernel has not heard yet).  The agent trusts no
  * process of the sandbox: which child is a checkpoint is decided by what it
  * holds open (the fifo only the agent made), never by what it says.
  *
@@ -55,7 +57,8 @@ typedef struct {
 } cb_snap_slot_t;
 
 typedef struct {
-    int store;                         /* the store's root directory, -1 = none */
+    int store;                         /* the store's root directory, -1 = none or by path */
+    const char *store_path;            /* else the store, opened for each use (NULL = none) */
     int park;                          /* CB_SNAP_PARK_DIR, -1 = none */
     const char *dirs[2];               /* the live trees copied: home, /tmp */
     pid_t runner;                      /* the runner init supervises */
@@ -71,6 +74,12 @@ typedef struct {
  * unavailable, with why).  Says "ready" or "unavailable WHY". */
 void cb_snap_agent_init(cb_snap_agent_t *a, int store, int park, const char *home, const char *tmp,
                         pid_t runner, bool root, const char *why, cb_snap_say_fn say, void *ud);
+/* Gives up the store's fd for path, opened again for each use: under gVisor
+ * every /proc/PID/fd is world-listable (its procfs gives fd directories mode
+ * 0555 and applies no dumpability to them), so init holds no fd of the store
+ * between commands and the runner sees no trace of it there.  path must be
+ * the directory store was (root-only, as its parent). */
+void cb_snap_agent_store_by_path(cb_snap_agent_t *a, const char *path);
 /* One command line from the kernel (untrusted only in length: the launcher
  * is its only source). */
 void cb_snap_agent_command(cb_snap_agent_t *a, const char *line);

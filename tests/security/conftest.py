@@ -40,6 +40,28 @@ KERNELS = os.environ.get("CB_SECURITY_KERNELS", "cellblock,python3").split(",")
 SMALL = {"memory_mb": 200, "pids": 48, "disk_mb": 32, "cpus": 0.5, "open_files": 256}
 
 
+def tier():
+    """The isolation tier the "cellblock" kernelspec runs under in this test
+    run: "--isolation T" in CB_TEST_KERNEL_ARGS (tests/conftest.py adds those
+    flags to its argv), else the kernel's default, "namespaces"."""
+    import shlex
+    args = shlex.split(os.environ.get("CB_TEST_KERNEL_ARGS", ""))
+    found = "namespaces"
+    for i, a in enumerate(args):
+        if a == "--isolation" and i + 1 < len(args):
+            found = args[i + 1]
+        elif a.startswith("--isolation="):
+            found = a.split("=", 1)[1]
+    return found
+
+
+def only_namespaces_tier(why):
+    """Skips the calling test unless the namespaces tier is in force; why
+    says what of that tier alone the test checks."""
+    if tier() != "namespaces":
+        pytest.skip("namespaces tier only (this run: --isolation %s): %s" % (tier(), why))
+
+
 def skip_or_fail(reason):
     if MUST_WORK:
         pytest.fail("skip not allowed (CB_MUST_WORK=1): " + reason)

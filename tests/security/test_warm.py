@@ -27,13 +27,19 @@ import time
 
 import pytest
 
-from .conftest import BUILD, KERNELS, Kernel, _check_available, skip_or_fail, verdict
+from .conftest import BUILD, KERNELS, Kernel, _check_available, skip_or_fail, tier, verdict
 
 WARM_DIR = "/run/cellblock/warm"
 WARM = ["--warm", "wait", "--timeout", "60"]
 TEMPLATE_MARK = "runner forked from a template"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="warm starts need a root kernel")
+# a template's fork enters the namespaces tier only (launcher/warm.c refuses
+# the others: gvisor and microvm always start cold, test_tiers_start_cold)
+namespaces_only = pytest.mark.skipif(
+    tier() != "namespaces",
+    reason="warm starts exist in the namespaces tier only (this run: --isolation %s starts "
+           "cold, see test_tiers_start_cold)" % tier())
 
 
 # ---------------------------------------------------------------- helpers
@@ -210,6 +216,7 @@ def pair(request):
         k.shutdown()
 
 
+@namespaces_only
 def test_sandboxes_do_not_share_namespaces_or_uids(pair):
     a, b = pair
     ra, rb = runner_pid(a), runner_pid(b)
@@ -221,6 +228,7 @@ def test_sandboxes_do_not_share_namespaces_or_uids(pair):
             % (shared, status(ra)["Uid"]))
 
 
+@namespaces_only
 def test_sandboxes_see_only_themselves(pair):
     a, b = pair
     code = ("import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), "
@@ -240,6 +248,7 @@ def test_sandboxes_see_only_themselves(pair):
             % (rb, pids[0].strip()))
 
 
+@namespaces_only
 def test_random_state_differs(pair):
     a, b = pair
     code = ("import random; print(random.random())\n"
@@ -250,6 +259,7 @@ def test_random_state_differs(pair):
         assert outs[0][1] != outs[1][1], "numpy's generator is the same in both: %s" % outs
 
 
+@namespaces_only
 def test_template_is_not_reachable_from_inside(warm_pair):
     a, _ = warm_pair
     r = runner_pid(a)
@@ -272,6 +282,7 @@ def test_template_is_not_reachable_from_inside(warm_pair):
 
 # ---------------------------------------------------------------- every layer
 
+@namespaces_only
 def test_every_layer_holds_in_a_warm_sandbox():
     k = warm_kernel(["--open-files", "777", "--memory", "300"])
     try:
@@ -318,6 +329,7 @@ def test_every_layer_holds_in_a_warm_sandbox():
         k.shutdown()
 
 
+@namespaces_only
 def test_landlock_refuses_a_write_the_mounts_allow(pair):
     """A process may write its own /proc/self/comm (no capability needed);
     only Landlock's write rules refuse it, so this shows Landlock in force."""
@@ -330,6 +342,7 @@ def test_landlock_refuses_a_write_the_mounts_allow(pair):
 
 # ---------------------------------------------------------------- the template
 
+@namespaces_only
 def test_template_is_bounded_and_accounted(warm_pair):
     """The template sits in a group of its own with a memory and a pids limit,
     and its memory is charged there (cgroup v1 or v2)."""
@@ -356,6 +369,7 @@ def _own_template_kernel(tag, extra=()):
     return warm_kernel(["--env", "CB_WARM_TEST=%s" % tag] + list(extra))
 
 
+@namespaces_only
 def test_template_gone_gives_a_cold_start_then_a_new_template():
     tag = secrets.token_hex(6)
     k = _own_template_kernel(tag)
@@ -392,6 +406,7 @@ def test_template_gone_gives_a_cold_start_then_a_new_template():
     assert wait_gone(tpl3) and wait_gone(sup3)
 
 
+@namespaces_only
 def test_old_runtime_files_are_swept():
     """Every configuration leaves a lock, a log and how its last template
     ended in the runtime dir; a new template's supervisor removes those of
@@ -425,6 +440,7 @@ def test_old_runtime_files_are_swept():
                 os.unlink(p)
 
 
+@namespaces_only
 def test_restart_reuses_the_template():
     k = warm_kernel()
     try:
@@ -456,6 +472,7 @@ def _fake_venv():
     return root, site
 
 
+@namespaces_only
 def test_installing_a_package_makes_the_template_stale():
     root, site = _fake_venv()
     tag = secrets.token_hex(6)
@@ -497,6 +514,7 @@ def test_installing_a_package_makes_the_template_stale():
 SLOW_BUILD_S = 40
 
 
+@namespaces_only
 def test_warm_wait_outlasts_the_hello_deadline():
     """--warm wait waits for a template's first build (up to 180 s), also when
     that takes longer than the 30 s the kernel gives a runner to say hello: a
@@ -546,6 +564,7 @@ def _launchers_with(arg):
     return out
 
 
+@namespaces_only
 def test_a_killed_warm_runner_is_reported_and_replaced():
     k = warm_kernel()
     try:
