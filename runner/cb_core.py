@@ -60,6 +60,7 @@ class _State:
     rbuf = b""           # bytes read from fd 3, not yet taken as frames (rlock)
     lock = _thread.allocate_lock()   # held while a frame is written and its ack awaited
     rlock = _thread.RLock()          # held while fd 3 is read and rbuf parsed
+    path_lock = _thread.allocate_lock()  # held while the runner changes sys.path (_std, cb_debug)
     acks = 0             # acks read for the frame being written (by whichever thread read)
     ack_waiter = None    # lock released to wake a sender whose ack another thread read
     deferred = []        # frames to send at the next safe point (_defer)
@@ -95,6 +96,7 @@ class _State:
 
 
 _S = _State
+_PATH_LOCK_S = 5.0   # the longest _std waits for another thread's change of sys.path
 _MAIN_THREAD = _thread.get_ident()
 
 # ---------------------------------------------------------------- signals
@@ -155,13 +157,22 @@ def _std(name):
     m = sys.modules.get(name)
     if m is not None:
         return m
-    cwd = _S.cwd_path
-    saved = sys.path[:]
+    # one change of sys.path at a time: the debugger's thread imports debugpy,
+    # which puts its own entry on sys.path and takes it off again (a restore
+    # of ours in between lost it: "list.remove(x): x not in list").  Bounded:
+    # an import that waits on the other thread's module lock must not deadlock
+    got = _S.path_lock.acquire(True, _PATH_LOCK_S)
     try:
-        sys.path[:] = [p for p in saved if p and p != cwd]
-        __import__(name)
+        cwd = _S.cwd_path
+        saved = sys.path[:]
+        try:
+            sys.path[:] = [p for p in saved if p and p != cwd]
+            __import__(name)
+        finally:
+            sys.path[:] = saved
     finally:
-        sys.path[:] = saved
+        if got:
+            _S.path_lock.release()
     return sys.modules[name]
 
 

@@ -37,6 +37,7 @@ _FRAME_MAX = 8 * 1024 * 1024         # CB_DAP_FRAME_MAX: the kernel drops larger
 _READ = 1 << 16
 _INTERNAL_SEQ = 1 << 40              # seq of the requests this module sends pydevd itself
 _THREADING_WAIT_S = 30.0             # for the main thread to import threading
+_PATH_LOCK_WAIT_S = 30.0             # ... and for it to finish changing sys.path (cb_core._std)
 _HEADER = b"Content-Length: "        # pydevd's framing (DAP's base protocol)
 _SEP = b"\r\n\r\n"
 
@@ -248,11 +249,16 @@ def load():
         waited += 0.05
     os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"   # else a warning lands in the cell
     hook = sys.breakpointhook
+    # debugpy's import adds its vendored directory to sys.path and removes it:
+    # not while the runner's own _std has sys.path swapped (cb_core)
+    if not _S.path_lock.acquire(True, _PATH_LOCK_WAIT_S):
+        return "the sandbox is busy importing: try again"
     try:
         from debugpy.server import api  # noqa: F401
     except BaseException as e:
         return "debugpy cannot be imported in the sandbox (%s: %s)" % (type(e).__name__, e)
     finally:
+        _S.path_lock.release()
         _D.hook, sys.breakpointhook = sys.breakpointhook, hook
     return None
 

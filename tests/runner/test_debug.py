@@ -123,6 +123,7 @@ def test_requests_without_the_debugger_are_answered(dbg):
     r, dap = dbg
     r.execute("answer = 42", execution_count=1)
     v = dap.request("inspectVariables")
+    assert v["success"], v
     assert "answer" in {x["name"] for x in v["body"]["variables"]}
     assert dap.request("richInspectVariables",
                        {"variableName": "answer"})["body"]["data"] == {"text/plain": "42"}
