@@ -186,13 +186,29 @@ if GVISOR:                          # where the store lives: root's alone
         os.listdir('/run/cellblock'); res.append('listed /run/cellblock')
     except OSError as e:
         res.append(type(e).__name__)
-for p in os.listdir('/proc'):       # signals that would wake (or stop) a parked copy
-    if p.isdigit() and int(p) not in (1, os.getpid()):
-        for s in (signal.SIGCONT, signal.SIGUSR1, signal.SIGSTOP):
-            try:
-                os.kill(int(p), s)
-            except OSError:
-                pass
+import time
+def parked(p):                      # holds its park fifo and waits in read(): init took it
+    try:
+        fds = [os.readlink('/proc/%s/fd/%s' % (p, f)) for f in os.listdir('/proc/%s/fd' % p)]
+        with open('/proc/%s/stat' % p) as f:
+            state = f.read().rsplit(')', 1)[1].split()[0]
+    except OSError:
+        return False
+    return state == 'S' and any(t.startswith('/opt/cellblock/park/') for t in fds)
+others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, os.getpid())]
+deadline = time.monotonic() + 20    # the copy parks after the checkpoint's reply: wait for it
+while time.monotonic() < deadline:
+    if any(parked(p) for p in others):
+        time.sleep(0.05)
+        if any(parked(p) for p in others):
+            break
+    time.sleep(0.05)
+for p in others:                    # signals that would wake (or stop) a parked copy
+    for s in (signal.SIGCONT, signal.SIGUSR1, signal.SIGSTOP):
+        try:
+            os.kill(int(p), s)
+        except OSError:
+            pass
 open('f', 'w').write('changed')
 secret = 'changed'
 print(len(fifos), res)
