@@ -60,7 +60,7 @@ class _State:
     rbuf = b""           # bytes read from fd 3, not yet taken as frames (rlock)
     lock = _thread.allocate_lock()   # held while a frame is written and its ack awaited
     rlock = _thread.RLock()          # held while fd 3 is read and rbuf parsed
-    path_lock = _thread.allocate_lock()  # held while the runner changes sys.path (_std, cb_debug)
+    path_lock = _thread.RLock()      # held while the runner changes sys.path (_std, cb_debug)
     acks = 0             # acks read for the frame being written (by whichever thread read)
     ack_waiter = None    # lock released to wake a sender whose ack another thread read
     deferred = []        # frames to send at the next safe point (_defer)
