@@ -289,26 +289,32 @@ static void s_forward(cb_debug_t *d, cb_msg_t *m, json_int_t client_seq, const c
         s_fail(d, m, client_seq, command, "too many debug requests are outstanding");
         return;
     }
-    json_auto_t *frame = json_copy(m->content);
-    if (frame == NULL || json_object_set_new(frame, "seq", json_integer(r->seq)) < 0 ||
-        cb_session_debug_send(d->session, frame) < 0) {
-        s_free_row(d, r);
-        s_fail(d, m, client_seq, command,
-               "the request is too large for the debugger's channel, or too much is queued");
-        return;
-    }
-    if (strcmp(command, "setBreakpoints") == 0)
-        s_mirror_breakpoints(d, json_object_get(m->content, "arguments"));
-    if (strcmp(command, "attach") == 0) {
-        d->attach_seq = r->seq;
-        d->conf_sent = d->conf_done = false;
-    }
+    /* the row holds the request before the send: a send that finds the
+     * channel broken closes it, and the close answers every row (this one
+     * with its own request, not an empty one) */
+    json_int_t seq = r->seq;
     r->client_seq = client_seq;
     snprintf(r->command, sizeof r->command, "%s", command);
     if (strcmp(command, "initialize") == 0)
         r->deadline_ms = cb_now_ms() + CB_DEBUG_START_TIMEOUT_MS;
     r->msg = *m;
     memset(m, 0, sizeof *m);
+    json_t *content = r->msg.content;
+    json_auto_t *frame = json_copy(content);
+    if (frame == NULL || json_object_set_new(frame, "seq", json_integer(seq)) < 0 ||
+        cb_session_debug_send(d->session, frame) < 0) {
+        if (s_row_of(d, seq) == r) /* (else answered by the channel's close) */
+            s_abandon(d, r,
+                      "the request is too large for the debugger's channel, or too much is "
+                      "queued");
+        return;
+    }
+    if (strcmp(r->command, "setBreakpoints") == 0)
+        s_mirror_breakpoints(d, json_object_get(content, "arguments"));
+    if (strcmp(r->command, "attach") == 0) {
+        d->attach_seq = seq;
+        d->conf_sent = d->conf_done = false;
+    }
 }
 
 void cb_debug_request(cb_debug_t *d, cb_msg_t *m) {
@@ -400,8 +406,9 @@ static void s_initialized(cb_debug_t *d) {
     snprintf(r->command, sizeof r->command, "configurationDone");
     json_auto_t *f = json_pack("{s:s, s:I, s:s, s:{}}", "type", "request", "seq", r->seq, "command",
                                "configurationDone", "arguments");
+    json_int_t seq = r->seq;
     if (f == NULL || cb_session_debug_send(d->session, f) < 0) {
-        s_free_row(d, r);
+        if (s_row_of(d, seq) == r) s_free_row(d, r); /* (else freed by the channel's close) */
         return;
     }
     d->conf_sent = true;

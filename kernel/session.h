@@ -205,7 +205,8 @@ void cb_session_refuse_start(cb_session_t *s, const char *why);
  * True while a sandbox (started, or starting) has it. */
 bool cb_session_debug_open(const cb_session_t *s);
 /* Queues one DAP request (borrowed) for the runner.  0 ok, -1 no channel,
- * too large, or too much queued already. */
+ * too large, or too much queued already; -1 also when writing it found the
+ * channel broken: it is closed then, and on_debug(NULL) has run. */
 int cb_session_debug_send(cb_session_t *s, const json_t *msg);
 /* From the hello: the cells' file prefix ("" before it), and whether the
  * runner can run the debugger. */

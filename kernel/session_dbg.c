@@ -149,7 +149,7 @@ int cb_session_debug_send(cb_session_t *s, const json_t *msg) {
     s->dbg_out_len += len;
     cb_sdbg_flush(s);
     cb_session_sync(s);
-    return 0;
+    return s->proc.dbg_fd >= 0 ? 0 : -1; /* a write error closed the channel */
 }
 
 const char *cb_session_cell_prefix(const cb_session_t *s) { return s->cell_prefix; }
