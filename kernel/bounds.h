@@ -50,6 +50,7 @@
 #define CB_FRAME_TRANSIENT_MAX     (4u << 10)  /* transient of a display */
 #define CB_FRAME_REPLY_MAX         (4u << 20)  /* done, complete/inspect replies, error */
 #define CB_FRAME_IN_CHUNK          65536       /* event bytes read per read(2) */
+#define CB_FRAME_IN_KEEP           (4 * CB_FRAME_IN_CHUNK) /* an emptied input buffer over this is freed */
 #define CB_RUNNER_HELLO_TIMEOUT_MS 30000       /* runner must say hello by then */
 #define CB_RUNNER_WAIT_MAX_MS      600000      /* ... plus what a "waiting MS" report asks */
 #define CB_ASSIST_TIMEOUT_MS       10000       /* complete/inspect/is_complete answer by then */

@@ -31,26 +31,32 @@ int cb_frame_extract(const uint8_t *buf, size_t len, size_t max, const uint8_t *
     return CB_FRAME_OK;
 }
 
+int cb_frame_append(const json_t *v, size_t max, size_t buf_max, uint8_t **buf, size_t *len) {
+    size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT);
+    size_t total;
+    if (n == 0 || n > max || __builtin_add_overflow(*len, n + CB_RUNNER_FRAME_HDR, &total) ||
+        total > buf_max)
+        return -1;
+    uint8_t *b = realloc(*buf, total);
+    if (b == NULL) return -1;
+    *buf = b;
+    uint8_t *f = b + *len;
+    if (json_dumpb(v, (char *) f + CB_RUNNER_FRAME_HDR, n, JSON_COMPACT) != n) return -1;
+    f[0] = (uint8_t) (n >> 24);
+    f[1] = (uint8_t) (n >> 16);
+    f[2] = (uint8_t) (n >> 8);
+    f[3] = (uint8_t) n;
+    *len = total;
+    return 0;
+}
+
 int cb_frame_encode(const json_t *v, size_t max, uint8_t **out, size_t *out_len) {
     *out = NULL;
     *out_len = 0;
-    size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT);
-    if (n == 0 || n > max) return -1;
-    size_t total;
-    if (__builtin_add_overflow(n, (size_t) CB_RUNNER_FRAME_HDR, &total)) return -1;
-    uint8_t *b = malloc(total);
-    if (b == NULL) return -1;
-    if (json_dumpb(v, (char *) b + CB_RUNNER_FRAME_HDR, n, JSON_COMPACT) != n) {
-        free(b);
-        return -1;
-    }
-    b[0] = (uint8_t) (n >> 24);
-    b[1] = (uint8_t) (n >> 16);
-    b[2] = (uint8_t) (n >> 8);
-    b[3] = (uint8_t) n;
-    *out = b;
-    *out_len = total;
-    return 0;
+    if (cb_frame_append(v, max, SIZE_MAX, out, out_len) == 0) return 0;
+    free(*out);
+    *out = NULL;
+    return -1;
 }
 
 void cb_json_measure(const char *t, size_t len, size_t *nodes, size_t *depth) {

@@ -78,7 +78,7 @@ void cb_sdbg_process(cb_session_t *s) {
         memmove(s->dbg_in, s->dbg_in + off, s->dbg_in_len - off);
         s->dbg_in_len -= off;
     }
-    if (s->dbg_in_len == 0 && s->dbg_in_cap > 4 * CB_FRAME_IN_CHUNK) {
+    if (s->dbg_in_len == 0 && s->dbg_in_cap > CB_FRAME_IN_KEEP) {
         free(s->dbg_in); /* a large message came and went: give its memory back */
         s->dbg_in = NULL;
         s->dbg_in_cap = 0;
@@ -102,22 +102,10 @@ void cb_sdbg_read(cb_session_t *s) {
 }
 
 void cb_sdbg_flush(cb_session_t *s) {
-    while (s->proc.dbg_fd >= 0 && s->dbg_out_off < s->dbg_out_len) {
-        ssize_t w = send(s->proc.dbg_fd, s->dbg_out + s->dbg_out_off,
-                         s->dbg_out_len - s->dbg_out_off, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-        if (w < 0) {
-            PLOG_W("send(debugger channel)");
-            s_close(s, "write error");
-            return;
-        }
-        s->dbg_out_off += (size_t) w;
-    }
-    if (s->dbg_out_off == s->dbg_out_len) {
-        free(s->dbg_out);
-        s->dbg_out = NULL;
-        s->dbg_out_len = s->dbg_out_off = 0;
+    if (s->proc.dbg_fd >= 0 &&
+        cb_sio_write_queue(s->proc.dbg_fd, &s->dbg_out, &s->dbg_out_len, &s->dbg_out_off) < 0) {
+        PLOG_W("send(debugger channel)");
+        s_close(s, "write error");
     }
 }
 
@@ -131,22 +119,10 @@ void cb_session_adopt_debug(cb_session_t *s, int dbg_fd) {
 
 int cb_session_debug_send(cb_session_t *s, const json_t *msg) {
     if (s->proc.dbg_fd < 0) return -1;
-    uint8_t *buf;
-    size_t len;
-    if (cb_frame_encode(msg, CB_DAP_FRAME_MAX, &buf, &len) < 0) return -1;
-    if (s->dbg_out_len - s->dbg_out_off + len > CB_DAP_OUT_MAX) {
-        free(buf);
+    /* (at most CB_DAP_OUT_MAX bytes waiting for the runner) */
+    if (cb_frame_append(msg, CB_DAP_FRAME_MAX, s->dbg_out_off + CB_DAP_OUT_MAX, &s->dbg_out,
+                        &s->dbg_out_len) < 0)
         return -1;
-    }
-    uint8_t *n = realloc(s->dbg_out, s->dbg_out_len + len);
-    if (n == NULL) {
-        free(buf);
-        return -1;
-    }
-    memcpy(n + s->dbg_out_len, buf, len);
-    free(buf);
-    s->dbg_out = n;
-    s->dbg_out_len += len;
     cb_sdbg_flush(s);
     cb_session_sync(s);
     return s->proc.dbg_fd >= 0 ? 0 : -1; /* a write error closed the channel */

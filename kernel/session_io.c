@@ -92,52 +92,84 @@ void cb_sio_drain(cb_session_t *s, bool final) {
     }
 }
 
-void cb_sio_flush_out(cb_session_t *s) {
-    while (s->proc.ev_fd >= 0 && s->out_off < s->out_len) {
-        ssize_t w = send(s->proc.ev_fd, s->out + s->out_off, s->out_len - s->out_off, MSG_NOSIGNAL);
+ssize_t cb_sio_write_some(int fd, const uint8_t *data, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = send(fd, data + done, n - done, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-        if (w < 0) {
-            PLOG_W("send(event socket)");
-            return;
-        }
-        s->out_off += (size_t) w;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (w < 0) return -1;
+        done += (size_t) w;
     }
-    if (s->out_off == s->out_len) {
-        free(s->out);
-        s->out = NULL;
-        s->out_len = s->out_off = 0;
-    }
+    return (ssize_t) done;
 }
 
-/* Queues one frame (borrowed) for the runner. 0 ok, -1 too large or too deep. */
-int cb_sio_send(cb_session_t *s, const json_t *frame) {
-    uint8_t *buf;
-    size_t len;
-    if (cb_frame_encode(frame, CB_RUNNER_FRAME_MAX, &buf, &len) < 0) {
-        LOG_W("a frame for the runner is too large or not encodable");
-        return -1;
+int cb_sio_write_queue(int fd, uint8_t **buf, size_t *len, size_t *off) {
+    ssize_t w = *off < *len ? cb_sio_write_some(fd, *buf + *off, *len - *off) : 0;
+    if (w < 0) return -1;
+    *off += (size_t) w;
+    if (*off == *len) {
+        free(*buf);
+        *buf = NULL;
+        *len = *off = 0;
     }
-    uint8_t *n = realloc(s->out, s->out_len + len);
-    if (n == NULL) {
-        free(buf);
-        return -1;
-    }
-    memcpy(n + s->out_len, buf, len);
-    free(buf);
-    s->out = n;
-    s->out_len += len;
-    cb_sio_flush_out(s);
     return 0;
 }
 
-void cb_sio_send_ack(cb_session_t *s) {
-    json_auto_t *ack = json_pack("{s:s}", "type", "ack");
-    if (ack && cb_sio_send(s, ack) == 0) {
-        s->ack_pending = true;
-        s->ack_backoff = 0;
-        s->ack_check_ms = cb_now_ms() + CB_ACK_RECHECK_MS;
+/* A write error: the runner's end takes nothing more (it shut it down, or
+ * it is dead).  What is queued can never be delivered: it is dropped, and
+ * nothing more is queued, so neither the loop (POLLOUT on a socket that
+ * stays writable) nor the ack discipline waits on it. */
+static void s_out_broken(cb_session_t *s) {
+    PLOG_W("send(event socket): frames for the runner are dropped from now on");
+    free(s->out);
+    s->out = NULL;
+    s->out_len = s->out_off = 0;
+    s->out_broken = true;
+}
+
+void cb_sio_flush_out(cb_session_t *s) {
+    if (s->proc.ev_fd >= 0 && !s->out_broken &&
+        cb_sio_write_queue(s->proc.ev_fd, &s->out, &s->out_len, &s->out_off) < 0)
+        s_out_broken(s);
+}
+
+/* Queues one frame (borrowed) for the runner, encoded in place, and writes
+ * what it can. 0 ok, -1 too large or too deep, or the runner takes no more. */
+int cb_sio_send(cb_session_t *s, const json_t *frame) {
+    if (s->out_broken) return -1;
+    if (cb_frame_append(frame, CB_RUNNER_FRAME_MAX, SIZE_MAX, &s->out, &s->out_len) < 0) {
+        LOG_W("a frame for the runner is too large or not encodable");
+        return -1;
     }
+    cb_sio_flush_out(s);
+    return s->out_broken ? -1 : 0;
+}
+
+/* The ack, encoded once: one follows every ordered frame the kernel takes. */
+#define S_ACK_JSON "{\"type\":\"ack\"}"
+_Static_assert(sizeof S_ACK_JSON - 1 == 0x0e, "the ack's length prefix");
+static const uint8_t s_ack[] = "\0\0\0\x0e" S_ACK_JSON;
+
+void cb_sio_send_ack(cb_session_t *s) {
+    const size_t n = sizeof s_ack - 1;
+    if (s->out_broken || s->proc.ev_fd < 0) return;
+    /* nothing queued (the rule): written from s_ack, no allocation */
+    ssize_t w = s->out_len == s->out_off ? cb_sio_write_some(s->proc.ev_fd, s_ack, n) : 0;
+    if (w < 0) {
+        s_out_broken(s);
+        return;
+    }
+    if ((size_t) w < n) {
+        uint8_t *b = realloc(s->out, s->out_len + (n - (size_t) w));
+        if (b == NULL) return;
+        memcpy(b + s->out_len, s_ack + w, n - (size_t) w);
+        s->out = b;
+        s->out_len += n - (size_t) w;
+    }
+    s->ack_pending = true;
+    s->ack_backoff = 0;
+    s->ack_check_ms = cb_now_ms() + CB_ACK_RECHECK_MS;
 }
 
 /* True while the runner has not read everything we wrote (our last ack):
@@ -160,6 +192,7 @@ void cb_sio_reset(cb_session_t *s, int64_t now) {
     free(s->out);
     s->in = s->out = NULL;
     s->in_off = s->in_len = s->in_cap = s->out_len = s->out_off = 0;
+    s->out_broken = false;
     s->ack_pending = false;
     s->was_ready = false;
     s->broke[0] = '\0';
@@ -216,7 +249,7 @@ void cb_sio_process(cb_session_t *s) {
     }
     if (cb_sio_pending(s) == 0) {
         s->in_off = s->in_len = 0;
-        if (s->in_cap > 4 * CB_FRAME_IN_CHUNK) {
+        if (s->in_cap > CB_FRAME_IN_KEEP) {
             free(s->in); /* a large frame came and went: give its memory back */
             s->in = NULL;
             s->in_cap = 0;

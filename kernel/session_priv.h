@@ -71,6 +71,7 @@ struct cb_session {
     size_t in_len, in_cap;              /* used / allocated */
     uint8_t *out;                       /* frames to write */
     size_t out_len, out_off;            /* queued / written */
+    bool out_broken;                    /* a write failed: the runner takes no more frames */
     bool ack_pending;                   /* an ack sent that the runner may not have read */
     int64_t ack_check_ms;               /* look again then (backs off while unread) */
     int ack_backoff;                    /* rechecks in a row */
@@ -118,6 +119,12 @@ void cb_sio_notice(cb_session_t *s, cb_budget_t *b, bool late, const char *text)
 void cb_sio_publish_stream(cb_session_t *s, int which, bool final);
 void cb_sio_read_pipe(cb_session_t *s, int which, bool all);
 void cb_sio_drain(cb_session_t *s, bool final);
+/* What a nonblocking socket takes of data[0..n) now: the bytes written, or
+ * -1 (errno) on an error other than EAGAIN. */
+ssize_t cb_sio_write_some(int fd, const uint8_t *data, size_t n);
+/* Writes what it can of a queue (*len bytes, *off already written); frees
+ * it once all is written.  0 ok (also when it would block), -1 a write error. */
+int cb_sio_write_queue(int fd, uint8_t **buf, size_t *len, size_t *off);
 void cb_sio_flush_out(cb_session_t *s);
 int cb_sio_send(cb_session_t *s, const json_t *frame);
 void cb_sio_send_ack(cb_session_t *s);

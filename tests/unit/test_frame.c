@@ -57,6 +57,20 @@ static void s_codec(void) {
     json_decref(back);
     free(enc);
     TAP_EQ_INT(cb_frame_encode(o, 8, &enc, &elen), -1, "encode refuses over the limit");
+    /* append: frames one after another in one buffer, each framed */
+    uint8_t *q = NULL;
+    size_t qlen = 0;
+    TAP_OK(cb_frame_append(o, 1024, 4096, &q, &qlen) == 0 &&
+               cb_frame_append(o, 1024, 4096, &q, &qlen) == 0,
+           "two frames appended");
+    size_t first = qlen / 2;
+    TAP_OK(cb_frame_extract(q, qlen, 1024, &body, &blen, &used) == CB_FRAME_OK && used == first &&
+               cb_frame_extract(q + used, qlen - used, 1024, &body, &blen, &used) == CB_FRAME_OK &&
+               used == first,
+           "... each extracts whole");
+    TAP_OK(cb_frame_append(o, 1024, qlen + first - 1, &q, &qlen) == -1 && qlen == 2 * first,
+           "a frame that would pass the buffer's bound is refused, the buffer unchanged");
+    free(q);
     json_decref(o);
 }
 

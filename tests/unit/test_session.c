@@ -363,6 +363,25 @@ int main(void) {
     close(dbg[1]);
     s_end(&s);
 
+    /* 7b. the runner shuts its end of the event socket for reading: the
+     * kernel's writes fail; nothing stays queued for it (a socket that stays
+     * writable would wake the loop for ever), and a request that cannot be
+     * handed over ends with the reason instead of waiting for its timeout */
+    s = s_new(loop, &cfg);
+    s_hello(loop);
+    g.frames = 0;
+    if (shutdown(g_ev, SHUT_RD) < 0) perror("shutdown");
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "an execute for a runner that reads nothing");
+    s_run(loop, c_end, 1000);
+    TAP_OK(g.ends == 1 && strcmp(g.end_ename, "KernelError") == 0,
+           "... ends at once: it could not be handed over (%s)", g.end_msg);
+    s_write_frame("{\"type\":\"display\",\"seq\":1,\"data\":{\"text/plain\":\"d\"}}");
+    s_write_frame("{\"type\":\"display\",\"seq\":1,\"data\":{\"text/plain\":\"e\"}}");
+    s_run(loop, c_never, 200);
+    TAP_EQ_INT(g.frames, 2, "its frames are still read, though their acks cannot be written");
+    s_end(&s);
+
     /* 8. the timeout waits while the cell is held at a breakpoint */
     cfg.cell_output_max = 1 << 20;
     cfg.timeout_s = 1;
