@@ -46,6 +46,7 @@
 #define CB_RUNNER_FRAME_MAX        (8u << 20)  /* largest frame either way */
 #define CB_RUNNER_FRAME_NODES_MAX  100000      /* JSON values + keys in one frame */
 #define CB_FRAME_SMALL_MAX         (4u << 10)  /* hello, clear_output, bad_request */
+#define CB_FRAME_INPUT_MAX         (64u << 10) /* input_request (its prompt) */
 #define CB_FRAME_META_MAX          (64u << 10) /* metadata of a display or result */
 #define CB_FRAME_TRANSIENT_MAX     (4u << 10)  /* transient of a display */
 #define CB_FRAME_REPLY_MAX         (4u << 20)  /* done, complete/inspect replies, error */

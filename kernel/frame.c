@@ -215,7 +215,7 @@ static const struct {
     [CB_RF_CLEAR_OUTPUT] = {"clear_output", CB_FRAME_SMALL_MAX, true, CB_WHEN_RUNNING, true,
                             s_clear},
     [CB_RF_ERROR] = {"error", CB_FRAME_REPLY_MAX, true, CB_WHEN_RUNNING, true, s_error},
-    [CB_RF_INPUT_REQUEST] = {"input_request", CB_FRAME_SMALL_MAX * 16, false, CB_WHEN_EXECUTE, true,
+    [CB_RF_INPUT_REQUEST] = {"input_request", CB_FRAME_INPUT_MAX, false, CB_WHEN_EXECUTE, true,
                              s_input},
     [CB_RF_DONE] = {"done", CB_FRAME_REPLY_MAX, false, CB_WHEN_EXECUTE, true, s_done},
     [CB_RF_COMPLETE_REPLY] = {"complete_reply", CB_FRAME_REPLY_MAX, false, CB_WHEN_ASSIST, true,
