@@ -94,15 +94,18 @@ void cb_json_measure(const char *t, size_t len, size_t *nodes, size_t *depth) {
 
 typedef int (*s_unpack_fn)(json_t *root, cb_rframe_t *f, json_error_t *e);
 
+/* The facts of hello and resumed: all optional. */
+static int s_facts(json_t *r, cb_rframe_facts_t *x, json_error_t *e) {
+    memset(x, 0, sizeof *x);
+    return json_unpack_ex(r, e, 0, "{s?s, s?s, s?s, s?s, s?b}", "python_version",
+                          &x->python_version, "shell", &x->shell, "shell_version",
+                          &x->shell_version, "cell_prefix", &x->cell_prefix, "debugger",
+                          &x->debugger);
+}
+
 static int s_hello(json_t *r, cb_rframe_t *f, json_error_t *e) {
-    f->u.hello.python_version = f->u.hello.shell = f->u.hello.shell_version = NULL;
-    f->u.hello.cell_prefix = NULL;
-    f->u.hello.debugger = 0;
-    return json_unpack_ex(r, e, 0, "{s:I, s?s, s?s, s?s, s?s, s?b}", "version",
-                          &f->u.hello.version, "python_version", &f->u.hello.python_version,
-                          "shell", &f->u.hello.shell, "shell_version", &f->u.hello.shell_version,
-                          "cell_prefix", &f->u.hello.cell_prefix, "debugger",
-                          &f->u.hello.debugger);
+    if (json_unpack_ex(r, e, 0, "{s:I}", "version", &f->u.hello.version) < 0) return -1;
+    return s_facts(r, &f->u.hello.facts, e);
 }
 
 static int s_bundle(json_t *r, cb_rframe_t *f, json_error_t *e) {
@@ -182,14 +185,8 @@ static int s_ckpt(json_t *r, cb_rframe_t *f, json_error_t *e) {
 }
 
 static int s_resumed(json_t *r, cb_rframe_t *f, json_error_t *e) {
-    f->u.resumed.python_version = f->u.resumed.shell = f->u.resumed.shell_version = NULL;
-    f->u.resumed.cell_prefix = NULL;
-    f->u.resumed.debugger = 0;
-    return json_unpack_ex(r, e, 0, "{s:s, s?s, s?s, s?s, s?s, s?b}", "nonce",
-                          &f->u.resumed.nonce, "python_version", &f->u.resumed.python_version,
-                          "shell", &f->u.resumed.shell, "shell_version",
-                          &f->u.resumed.shell_version, "cell_prefix", &f->u.resumed.cell_prefix,
-                          "debugger", &f->u.resumed.debugger);
+    if (json_unpack_ex(r, e, 0, "{s:s}", "nonce", &f->u.resumed.nonce) < 0) return -1;
+    return s_facts(r, &f->u.resumed.facts, e);
 }
 
 static int s_snapreq(json_t *r, cb_rframe_t *f, json_error_t *e) {

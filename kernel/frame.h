@@ -74,6 +74,14 @@ typedef enum {
 #define CB_WHEN_COMM     16u /* a frontend's comm message is being handled */
 #define CB_WHEN_RUNNING  (CB_WHEN_IDLE | CB_WHEN_EXECUTE | CB_WHEN_ASSIST | CB_WHEN_COMM)
 
+/* What a runner says of itself when it comes up (hello, or a restored
+ * runner's resumed); each may be NULL / 0.  Pointers are borrowed. */
+typedef struct {
+    const char *python_version, *shell, *shell_version;
+    const char *cell_prefix; /* the cells' file names start with it, or NULL */
+    int debugger;            /* the debugger can run (fd 4 open, debugpy found) */
+} cb_rframe_facts_t;
+
 /* A checked runner frame.  Pointers are borrowed from root. */
 typedef struct {
     cb_rframe_type_t type; /* which */
@@ -84,9 +92,7 @@ typedef struct {
     union {
         struct {
             json_int_t version;
-            const char *python_version, *shell, *shell_version;
-            const char *cell_prefix; /* the cells' file names start with it, or NULL */
-            int debugger;            /* the debugger can run (fd 4 open, debugpy found) */
+            cb_rframe_facts_t facts;
         } hello;
         struct {
             json_t *data, *metadata, *transient; /* metadata/transient may be NULL */
@@ -133,10 +139,8 @@ typedef struct {
             json_int_t threads; /* threads of the sandbox's code the copy lacks (its word) */
         } ckpt;
         struct {
-            const char *nonce;                        /* the rollback's or the restore's */
-            const char *python_version, *shell, *shell_version; /* a restore's hello, or NULL */
-            const char *cell_prefix;                  /* ... as in hello, or NULL */
-            int debugger;                             /* ... as in hello */
+            const char *nonce;       /* the rollback's or the restore's */
+            cb_rframe_facts_t facts; /* a restore's, as in hello (none after a rollback) */
         } resumed;
         struct {
             const char *op, *name; /* name may be NULL */

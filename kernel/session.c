@@ -220,18 +220,16 @@ static void s_hello(cb_session_t *s, const cb_rframe_t *f) {
         cb_sio_kill(s, SIGKILL);
         return;
     }
-    cb_sio_ready(s, f->u.hello.python_version, f->u.hello.shell, f->u.hello.shell_version,
-                 f->u.hello.cell_prefix, f->u.hello.debugger != 0);
+    cb_sio_ready(s, &f->u.hello.facts);
 }
 
-void cb_sio_ready(cb_session_t *s, const char *pv, const char *shell, const char *sv,
-                  const char *cp, bool debugger) {
+void cb_sio_ready(cb_session_t *s, const cb_rframe_facts_t *x) {
 #define S_FACT(dst, v) snprintf(dst, sizeof dst, "%.*s", (int) sizeof dst - 1, (v) ? (v) : "")
-    S_FACT(s->python_version, pv);
-    S_FACT(s->shell, shell);
-    S_FACT(s->shell_version, sv);
+    S_FACT(s->python_version, x->python_version);
+    S_FACT(s->shell, x->shell);
+    S_FACT(s->shell_version, x->shell_version);
 #undef S_FACT
-    cb_sdbg_facts(s, cp, debugger);
+    cb_sdbg_facts(s, x->cell_prefix, x->debugger != 0);
     if (s->proc.isolation[0]) snprintf(s->isolation, sizeof s->isolation, "%s", s->proc.isolation);
     /* no cell has run: what the working dir holds now (a --workdir-source
      * folder) is the baseline, not artifacts; the workdir report came first */

@@ -150,8 +150,7 @@ void cb_sio_snap_fini(cb_session_t *s);
 
 /* session.c */
 /* The runner is up (its hello, or a restored runner's resumed): facts for the banner. */
-void cb_sio_ready(cb_session_t *s, const char *python_version, const char *shell,
-                  const char *shell_version, const char *cell_prefix, bool debugger);
+void cb_sio_ready(cb_session_t *s, const cb_rframe_facts_t *facts);
 void cb_sio_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ename, const char *msg,
                         bool setup);
 void cb_sio_send_request(cb_session_t *s);

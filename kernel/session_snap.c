@@ -380,9 +380,7 @@ bool cb_sio_snap_frame(cb_session_t *s, const cb_rframe_t *f) {
             p->resume_dir[0] = '\0';
             p->clone = true;
             LOG_I("the sandbox is restored from its image");
-            cb_sio_ready(s, f->u.resumed.python_version, f->u.resumed.shell,
-                         f->u.resumed.shell_version, f->u.resumed.cell_prefix,
-                         f->u.resumed.debugger != 0);
+            cb_sio_ready(s, &f->u.resumed.facts);
             return true;
         }
         if (p->op != CB_SNAP_ROLLBACK || p->phase != S_PH_FOUND ||

@@ -118,7 +118,7 @@ static void s_table(void) {
                        &f),
                0, "hello");
     TAP_OK(f.type == CB_RF_HELLO && f.u.hello.version == 2 &&
-               strcmp(f.u.hello.shell, "ipython") == 0,
+               strcmp(f.u.hello.facts.shell, "ipython") == 0,
            "hello fields");
     TAP_OK(!cb_rframe_needs_ack(f.type) && cb_rframe_when(f.type) == CB_WHEN_STARTING,
            "hello: no ack, only before the runner is ready");
