@@ -142,8 +142,9 @@ def try_execute(req):
         return False                    # (debugging: the shell keeps the cell's line numbers)
     ns = _S.user.__dict__
     shell = _S.shell
-    if shell is not None and (not code or code.isspace()):
-        return False                      # the shell's own path is as cheap
+    if not code or code.isspace():
+        if shell is not None:
+            return False                  # the shell's own path is as cheap
         # IPython does nothing at all: no history, no count
         _start(req, count)
         _end({"type": "done", "status": "ok", "user_expressions": {}, "payload": []})
