@@ -24,6 +24,7 @@ _FRAME_MAX = 8 * 1024 * 1024     # CB_RUNNER_FRAME_MAX: the kernel drops larger 
 _REPLY_MAX = 4 * 1024 * 1024     # CB_FRAME_REPLY_MAX: done, error and *_reply frames
 _REPLIES = frozenset(("done", "error", "complete_reply", "inspect_reply"))
 _BAD_REQUEST_TEXT_MAX = 200          # characters of an unusable frame's error quoted back
+_DONE_TEXT_MAX = 64 * 1024           # characters of ename/evalue a done over _REPLY_MAX keeps
 
 
 def _json_default(o):
@@ -228,7 +229,12 @@ def _write(obj):
         if obj.get("type") not in ("done",):
             _flush()
             return
+        # a done the kernel drops would leave the cell waiting for its wall-time
+        # limit: what can be large goes (an exception's message is cut)
         obj = dict(obj, user_expressions={}, payload=[], traceback=[])
+        for key in ("ename", "evalue"):
+            if isinstance(obj.get(key), str) and len(obj[key]) > _DONE_TEXT_MAX:
+                obj[key] = obj[key][:_DONE_TEXT_MAX] + " [... cut: over the reply's limit]"
         data = _dumps(obj).encode("utf-8", "replace")
     frame = len(data).to_bytes(4, "big") + data
     _flush()
