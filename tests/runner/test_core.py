@@ -213,6 +213,17 @@ def test_an_error_too_large_for_its_frames_still_ends_the_cell(runner):
     assert done["evalue"].startswith("xxx") and "over the" in err
 
 
+def test_replies_too_large_for_their_frames_are_cut(runner):
+    # (the kernel would wait for its assist deadline, then answer with nothing)
+    runner.execute("class A:\n    pass\nA.__doc__ = 'd' * 5_000_000\na = A()\n"
+                   "d = {'k%07d' % i: 0 for i in range(400_000)}")
+    rep = runner.request({"type": "inspect", "code": "a", "cursor_pos": 1, "detail_level": 0})
+    assert rep["type"] == "inspect_reply" and rep["found"]
+    assert "ddd" in rep["data"]["text/plain"]
+    rep = runner.request({"type": "complete", "code": "d['k", "cursor_pos": 4})
+    assert rep["type"] == "complete_reply" and 0 < len(rep["matches"]) <= 500
+
+
 def test_user_expressions(runner):
     _, done, _, _ = runner.execute("a = 2", user_expressions={"ok": "a * 3", "bad": "1/0",
                                                                "nope": "zz"})
