@@ -1,4 +1,7 @@
-"""cellblock runner core: frames, the request loop, errors, stdin, interrupts.
+"""cellblock runner core: the request loop, dispatch, interrupts, loading the
+shell while idle; it assembles the core's parts (frames: cb_frames, stdin:
+cb_stdin, import hooks: cb_hooks, the minimal executor and errors: cb_exec,
+start-up: cb_startup, memory: cb_memory).
 
 runner.py (the entry point) sends the hello frame, then loads this module
 as ``_cellblock_runner`` and calls _main(shell).  Frames on fd 3 are a 4-byte
@@ -12,13 +15,13 @@ Two shells run cells:
   plain-Python cell that arrives before the shell is ready runs on the fast
   path (cb_fast.py), which produces exactly what the shell would or, when in
   doubt, waits for the shell.
-- "minimal": this file's own executor plus cb_display/cb_assist/cb_magics,
-  for interpreters without IPython.
+- "minimal": cb_exec's executor plus cb_display/cb_assist/cb_magics, for
+  interpreters without IPython.
 
-Start-up time matters: this file imports nothing that is not already loaded
-by the interpreter's own start-up (``_json``, ``_signal`` and ``_thread`` are
-built in).  The sibling modules and heavy stdlib modules (ast, traceback, ...)
-are loaded on first use.
+Start-up time matters: this file and its parts import nothing that is not
+already loaded by the interpreter's own start-up (``_json``, ``_signal`` and
+``_thread`` are built in).  The other sibling modules and heavy stdlib
+modules (ast, traceback, ...) are loaded on first use.
 
 User code shares this interpreter.  Runner state lives in this module's
 globals (the user's ``__main__`` is a separate, fresh module), and frames of

@@ -19,9 +19,9 @@ give exactly the same result:
 Results of the plain built-in scalars (int, float, complex, bool, str,
 bytes) are displayed here: for them IPython's pretty printer is repr().
 Anything else waits for the shell, which then formats the value, shows the
-traceback, or finishes the cell (cb_shell.finish_fast), as though it had
+traceback, or finishes the cell (cb_shell_fast.finish_fast), as though it had
 run it.  Each cell is recorded so that the shell's history, In/Out/_iN/_N
-and execution count take it over unchanged (cb_shell.adopt).
+and execution count take it over unchanged (cb_shell_fast.adopt).
 """
 
 import sys
@@ -142,8 +142,9 @@ def try_execute(req):
         return False                    # (debugging: the shell keeps the cell's line numbers)
     ns = _S.user.__dict__
     shell = _S.shell
-    if shell is not None and (not code or code.isspace()):
-        return False                      # the shell's own path is as cheap
+    if not code or code.isspace():
+        if shell is not None:
+            return False                  # the shell's own path is as cheap
         # IPython does nothing at all: no history, no count
         _start(req, count)
         _end({"type": "done", "status": "ok", "user_expressions": {}, "payload": []})

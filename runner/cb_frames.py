@@ -24,6 +24,9 @@ _FRAME_MAX = 8 * 1024 * 1024     # CB_RUNNER_FRAME_MAX: the kernel drops larger 
 _REPLY_MAX = 4 * 1024 * 1024     # CB_FRAME_REPLY_MAX: done, error and *_reply frames
 _REPLIES = frozenset(("done", "error", "complete_reply", "inspect_reply"))
 _BAD_REQUEST_TEXT_MAX = 200          # characters of an unusable frame's error quoted back
+_CUT_TEXT_MAX = 64 * 1024            # characters of a text a reply over _REPLY_MAX keeps (_fit)
+_CUT_MATCHES_MAX = 500               # ... of its completions (up to a text's length each)
+_CUT_MATCH_MAX = 1024
 
 
 def _json_default(o):
@@ -219,16 +222,17 @@ def _write(obj):
                           ensure_ascii=False).encode("utf-8", "replace")
     limit = _REPLY_MAX if obj.get("type") in _REPLIES else _FRAME_MAX
     if len(data) > limit:
-        note = "cellblock: a %s output of %d bytes is over the %d-byte limit and was dropped\n" % (
-            obj.get("type"), len(data), limit)
+        fit = _fit(obj)
+        note = "cellblock: a %s output of %d bytes is over the %d-byte limit and was %s\n" % (
+            obj.get("type"), len(data), limit, "dropped" if fit is None else "cut")
         try:
             sys.stderr.write(note)
         except Exception:
             pass
-        if obj.get("type") not in ("done",):
+        obj = fit
+        if obj is None:
             _flush()
             return
-        obj = dict(obj, user_expressions={}, payload=[], traceback=[])
         data = _dumps(obj).encode("utf-8", "replace")
     frame = len(data).to_bytes(4, "big") + data
     _flush()
@@ -245,6 +249,36 @@ def _write(obj):
             _die()
         if acked:
             _wait_ack()
+
+
+def _cut(text):
+    if isinstance(text, str) and len(text) > _CUT_TEXT_MAX:
+        return text[:_CUT_TEXT_MAX] + " [... cut: over the reply's limit]"
+    return text
+
+
+def _fit(obj):
+    """A reply over _REPLY_MAX without what can be large, or None for a frame
+    that is dropped (an output).  The kernel drops a reply over the limit and
+    its request then waits: a done for the cell's wall-time limit, a complete
+    or inspect reply for the kernel's assist deadline."""
+    kind = obj.get("type")
+    if kind == "done":
+        obj = dict(obj, user_expressions={}, payload=[], traceback=[])
+        for key in ("ename", "evalue"):
+            if key in obj:
+                obj[key] = _cut(obj[key])
+        return obj
+    if kind == "inspect_reply":
+        data = obj.get("data")
+        text = _cut(data.get("text/plain")) if isinstance(data, dict) else None
+        return dict(obj, data={"text/plain": text} if isinstance(text, str) else {}, metadata={})
+    if kind == "complete_reply":
+        matches = obj.get("matches")
+        matches = matches if isinstance(matches, list) else []
+        return dict(obj, matches=[m for m in matches if isinstance(m, str)
+                                  and len(m) <= _CUT_MATCH_MAX][:_CUT_MATCHES_MAX], metadata={})
+    return None
 
 
 def _bad_request(error, seq=None):

@@ -158,7 +158,20 @@ def _fork_copy(fifo):
             os._exit(0)
     except BaseException:
         os._exit(1)
+    _new_locks()
     return "resumed", _park(fifo, mask)
+
+
+def _new_locks():
+    """In the copy: the fork kept only the thread that forked, so a lock
+    another thread held then (a display from a thread waiting for its ack, a
+    read of fd 3, an import under sys.path's lock) would never be released:
+    the copy's first frame or read would wait for good.  None is held by
+    this thread here (the request loop, between requests)."""
+    _S.lock = _runner._thread.allocate_lock()
+    _S.rlock = _runner._thread.RLock()
+    _S.path_lock = _runner._thread.RLock()
+    _S.ack_waiter = None
 
 
 def _resync(nonce):

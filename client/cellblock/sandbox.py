@@ -229,7 +229,7 @@ class Sandbox(Snapshots):
                  pids=None, disk=None, artifacts=None, extra_args=None, kernelspec_path=None,
                  isolation=None,
                  envs=None, startup_timeout=60.0, kernel_stderr=None, workdir_source=None,
-                 secrets=None):
+                 secrets=None, _launch_env=None):
         self._lock = threading.RLock()
         self._args = _limit_args(memory, timeout, network, cpus, pids, disk, artifacts, isolation)
         if workdir_source is not None:
@@ -252,9 +252,14 @@ class Sandbox(Snapshots):
         self._km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)
         self._kc = None
         self._closed = False
+        # read by the kernel's launcher (--env NAME, --secret); fork's clones,
+        # whose flags say the same NAMEs, are given the same (_launch_env)
+        self._launch_env = dict(_launch_env or {})
+        self._launch_env.update(self._envs)
+        self._launch_env.update(secret_env)
         launch = {"extra_arguments": list(self._args)}
-        if self._envs or secret_env:  # read by the kernel's launcher (--env NAME, --secret)
-            launch["env"] = dict(os.environ, **self._envs, **secret_env)
+        if self._launch_env:
+            launch["env"] = dict(os.environ, **self._launch_env)
         if kernel_stderr is not None:
             launch["stderr"] = kernel_stderr
         t0 = time.monotonic()

@@ -114,8 +114,9 @@ class Snapshots:
             raise ValueError("fork(n) needs n >= 1")
         image = self.pause(keep_kernel=True)
         # the clones get this sandbox's flags (limits, tier, image store) unless told otherwise
+        # (and the values its --env and --secret flags name)
         like = dict(self._spec_args, extra_args=list(self._args) + ["--resume", image],
-                    isolation=None)
+                    isolation=None, _launch_env=self._launch_env)
         like.update(kwargs)
         out = []
         try:

@@ -74,3 +74,27 @@ def test_pause_resume_fork(sandbox_factory):
                 c.kill()
     finally:
         shutil.rmtree(store, ignore_errors=True)
+
+
+def test_fork_gives_the_clones_the_values_of_envs(sandbox_factory, monkeypatch):
+    """The clones' kernels get --env NAME (and --secret) in their flags and
+    need the values in their environment too, as the original's had them."""
+    from cellblock import Sandbox
+    sb = sandbox_factory(envs={"CB_FORK_ENV": "from-envs"})
+    asked = []
+
+    class Clone(Sandbox):
+        def __init__(self, **kw):
+            asked.append(kw)
+
+    monkeypatch.setattr(Sandbox, "pause", lambda self, keep_kernel=False: "IMAGE")
+    sb.__class__ = Clone
+    try:
+        sb.fork(1)
+    finally:
+        sb.__class__ = Sandbox
+    kw = asked[0]
+    assert kw["extra_args"][-2:] == ["--resume", "IMAGE"]
+    # started as fork starts a clone, less the image to resume
+    clone = sandbox_factory(**dict(kw, extra_args=kw["extra_args"][:-2]))
+    assert clone.run_code("import os\nos.environ.get('CB_FORK_ENV')").text == "'from-envs'"

@@ -177,6 +177,25 @@ def test_threads_and_processes_of_the_code_are_said_lost(kernel):
     assert out == "gone\n1\n"
 
 
+def test_a_lock_a_thread_held_at_the_checkpoint_is_free_in_the_copy(kernel):
+    # A thread whose display waits for its ack holds the runner's frame lock
+    # (and one that imports, sys.path's lock); the fork keeps the lock and
+    # not the thread that would release it.  Held here on purpose, between
+    # cells, across the checkpoint, so that the fork lands while it is held.
+    run(kernel, "import sys, threading, time\n_S = sys.modules['_cellblock_runner']._S\n"
+                "def hold():\n"
+                "    time.sleep(0.2)\n"
+                "    with _S.lock, _S.path_lock:\n"
+                "        time.sleep(3)\n"
+                "threading.Thread(target=hold, daemon=True).start()")
+    time.sleep(1.0)
+    assert ctl(kernel, "cellblock_checkpoint_request", name="held")["status"] == "ok"
+    run(kernel, "x = 'after'")
+    assert ctl(kernel, "cellblock_rollback_request", name="held")["status"] == "ok"
+    r = kernel.execute("print('copy runs')", timeout=20)
+    assert r.status == "ok" and text(r) == "copy runs\n", r.iopub
+
+
 def test_open_file_offsets_are_the_checkpoints(kernel):
     run(kernel, "f = open('log.txt', 'w'); f.write('a'); f.flush()")
     ctl(kernel, "cellblock_checkpoint_request", name="off")

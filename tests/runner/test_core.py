@@ -1,5 +1,6 @@
 """The runner's issue-2 features, frame by frame (fd 3) and byte by byte (fd 1/2)."""
 
+import json
 import os
 import re
 import signal
@@ -201,6 +202,26 @@ def test_system_exit_is_an_error(runner):
     frames, done, _, _ = runner.execute("import sys; sys.exit(3)")
     assert frames[0]["ename"] == "SystemExit" and done["status"] == "error"
     assert runner.execute("1")[0][0]["data"]["text/plain"] == "1"
+
+
+def test_an_error_too_large_for_its_frames_still_ends_the_cell(runner):
+    # the kernel drops a done frame over CB_FRAME_REPLY_MAX: without one
+    # the cell would wait for the wall-time limit
+    frames, done, _, err = runner.execute("raise ValueError('x' * 5_000_000)")
+    assert done["status"] == "error" and done["ename"] == "ValueError"
+    assert len(json.dumps(done).encode()) < 4 * 1024 * 1024
+    assert done["evalue"].startswith("xxx") and "over the" in err
+
+
+def test_replies_too_large_for_their_frames_are_cut(runner):
+    # (the kernel would wait for its assist deadline, then answer with nothing)
+    runner.execute("class A:\n    pass\nA.__doc__ = 'd' * 5_000_000\na = A()\n"
+                   "d = {'k%07d' % i: 0 for i in range(400_000)}")
+    rep = runner.request({"type": "inspect", "code": "a", "cursor_pos": 1, "detail_level": 0})
+    assert rep["type"] == "inspect_reply" and rep["found"]
+    assert "ddd" in rep["data"]["text/plain"]
+    rep = runner.request({"type": "complete", "code": "d['k", "cursor_pos": 4})
+    assert rep["type"] == "complete_reply" and 0 < len(rep["matches"]) <= 500
 
 
 def test_user_expressions(runner):

@@ -137,6 +137,21 @@ def test_plain_first_cell_does_not_wait_for_ipython():
         r.close()
 
 
+def test_blank_cell_on_the_fast_path_takes_no_number():
+    """As IPython: a cell of white space runs nothing and is not in the
+    history (the kernel gives it no number: the next cell has the same)."""
+    r = Runner(env={"CELLBLOCK_SHELL": "ipython-on-demand"})
+    try:
+        _, done, _, _ = r.execute("  \n", execution_count=1)
+        assert done["status"] == "ok"
+        r.execute("x = 1", execution_count=1)
+        frames, _, _, _ = r.execute("get_ipython().execution_count, In", execution_count=2)
+        assert frames[0]["data"]["text/plain"] == \
+            "(2, ['', 'x = 1', 'get_ipython().execution_count, In'])"
+    finally:
+        r.close()
+
+
 def test_shell_loads_while_idle():
     r = Runner()
     try:
