@@ -115,9 +115,11 @@ class Snapshots:
         image = self.pause(keep_kernel=True)
         # the clones get this sandbox's flags (limits, tier, image store) unless told otherwise
         # (and the values its --env and --secret flags name)
-        like = dict(self._spec_args, extra_args=list(self._args) + ["--resume", image],
+        like = dict(self._spec_args, extra_args=list(self._args),
                     isolation=None, _launch_env=self._launch_env)
         like.update(kwargs)
+        # extra_args given here replace this session's flags; --resume is always added
+        like["extra_args"] = list(like["extra_args"] or []) + ["--resume", image]
         out = []
         try:
             for _ in range(n):

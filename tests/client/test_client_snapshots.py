@@ -98,3 +98,23 @@ def test_fork_gives_the_clones_the_values_of_envs(sandbox_factory, monkeypatch):
     # started as fork starts a clone, less the image to resume
     clone = sandbox_factory(**dict(kw, extra_args=kw["extra_args"][:-2]))
     assert clone.run_code("import os\nos.environ.get('CB_FORK_ENV')").text == "'from-envs'"
+
+
+def test_fork_with_extra_args_still_resumes_the_image(sandbox_factory, monkeypatch):
+    """extra_args given to fork replace the session's flags; the clones still
+    start from the image (they got a fresh kernel before: --resume dropped)."""
+    from cellblock import Sandbox
+    sb = sandbox_factory()
+    asked = []
+
+    class Clone(Sandbox):
+        def __init__(self, **kw):
+            asked.append(kw)
+
+    monkeypatch.setattr(Sandbox, "pause", lambda self, keep_kernel=False: "IMAGE")
+    sb.__class__ = Clone
+    try:
+        sb.fork(2, extra_args=["--timeout", "9"])
+    finally:
+        sb.__class__ = Sandbox
+    assert [kw["extra_args"] for kw in asked] == [["--timeout", "9", "--resume", "IMAGE"]] * 2
