@@ -264,7 +264,11 @@ void cb_px_start(cb_proxy_t *p, cb_pconn_t *c) {
 static void s_finish(cb_proxy_t *p, cb_pconn_t *c) {
     c->n_req++;
     if (!c->bump || c->u_eof) cb_px_close_up(c);
-    if (c->close_after || !cb_body_done(&c->req_body) || (c->bump && c->ufd < 0)) {
+    /* an early answer (a 413, say) can complete before the request is all
+     * sent: what is left of it is no next head, nor is the upstream ready
+     * for one */
+    bool unsent = c->hout_off < c->hout_len || c->c2u.off < c->c2u.ready;
+    if (c->close_after || unsent || !cb_body_done(&c->req_body) || (c->bump && c->ufd < 0)) {
         if (c->ssl[CB_SIDE_SANDBOX] != NULL) (void) SSL_shutdown(c->ssl[CB_SIDE_SANDBOX]);
         (void) shutdown(c->cfd, SHUT_WR); /* then drain what the sandbox still sends */
         c->state = CB_PX_LINGER;
