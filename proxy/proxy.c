@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "isolate/util.h"
 #include "proxy/proxy_priv.h"
 
@@ -79,6 +81,8 @@ void cb_px_close(cb_proxy_t *p, cb_pconn_t *c) {
     cb_tls_free(&c->ssl[CB_SIDE_SANDBOX]);
     cb_px_close_fd(&c->cfd);
     cb_px_close_up(c);
+    if (c->hout != NULL && p->cfg.secrets != NULL && p->cfg.secrets->n > 0)
+        OPENSSL_cleanse(c->hout, CB_PROXY_HOUT_MAX); /* heads with values put in */
     free(c->hout);
     free(c->c2u.data);
     free(c->u2c.data);
