@@ -16,7 +16,7 @@ typedef struct {
     size_t len;    /* without CR LF */
 } s_line_t;
 
-static bool s_tchar(unsigned char c) {
+bool cb_http_tchar(unsigned char c) {
     return isalnum(c) || (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
@@ -146,7 +146,7 @@ static int s_field(const s_line_t *h, size_t *nl, const char **v, size_t *vlen) 
     if (colon == NULL || colon == h->p) return -1;
     *nl = (size_t) (colon - h->p);
     for (size_t i = 0; i < *nl; i++)
-        if (!s_tchar((unsigned char) h->p[i])) return -1;
+        if (!cb_http_tchar((unsigned char) h->p[i])) return -1;
     *v = colon + 1;
     *vlen = h->len - *nl - 1;
     while (*vlen > 0 && (**v == ' ' || **v == '\t'))

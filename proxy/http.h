@@ -68,6 +68,8 @@ int cb_http_parse_response(const char *buf, size_t len, cb_http_resp_t *resp, co
  * (Connection, Proxy-*, Keep-Alive, TE, Trailer, Upgrade) and Host, then
  * "Connection: close".  Returns bytes written, or -1 if out_len is short. */
 long cb_http_forward_head(const char *buf, const cb_http_req_t *req, char *out, size_t out_len);
+/* A token character (RFC 9110 5.6.2): header and trailer names. */
+bool cb_http_tchar(unsigned char c);
 /* Formats a complete error response (status, reason phrase = text, same
  * text as the body, Connection: close) into out.  Non-printable bytes of
  * text become '?'.  Returns its length. */
