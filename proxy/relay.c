@@ -8,8 +8,9 @@
  * TUNNEL (CONNECT): everything read is passed on, unread.
  * FORWARD (plain http): exactly one request goes upstream: its rewritten
  * head (route.c), then the body bytes body.c frames (Content-Length or
- * chunked), each piece of its data looked at for the placeholders of
- * secrets not bound to the host before it may go (secrets.h); what the
+ * chunked), each piece of its data (and a chunked body's framing, for its
+ * extensions and trailers) looked at for the placeholders of secrets not
+ * bound to the host before it may go (secrets.h); what the
  * sandbox sends after it stays in the buffer, unsent.
  * The response is framed the same way (its head parsed, interim 1xx heads
  * passed on, HEAD/204/304 without a body), and the sandbox gets exactly its
@@ -143,6 +144,11 @@ static int s_frame_up(cb_proxy_t *p, cb_pconn_t *c) {
         s_body_error(p, c, "malformed request body", why);
         return -1;
     }
+    /* a chunked body's extensions and trailer fields are text too, which
+     * its data pieces leave out: its bytes as framed are looked at as well */
+    if (look.foreign == NULL && scan && c->req.chunked && k > 0)
+        look.foreign =
+            cb_secrets_scan(look.secrets, c->host, &c->frame_scan, b->data + b->ready, (size_t) k);
     if (look.foreign != NULL) {
         cb_px_foreign(p, c, look.foreign, "request's body");
         return -1;
@@ -251,6 +257,7 @@ void cb_px_start(cb_proxy_t *p, cb_pconn_t *c) {
     } else {
         c->close_after = c->req.close;
         memset(&c->body_scan, 0, sizeof c->body_scan);
+        memset(&c->frame_scan, 0, sizeof c->frame_scan);
         if (c->req.chunked)
             cb_body_chunked(&c->req_body);
         else

@@ -257,6 +257,25 @@ def test_a_placeholder_in_a_body_to_another_host_is_refused(pxs, up, framing):
     assert "deny POST a.test" in log and "body carries the placeholder of the secret API_KEY" in log
 
 
+@pytest.mark.parametrize("where", ["trailer", "extension"])
+def test_a_placeholder_in_a_chunked_bodys_framing_is_refused(pxs, up, where):
+    """Trailer fields and chunk extensions are text the body's data leaves
+    out: a placeholder there is refused as one in the data is, and never
+    reaches the upstream."""
+    head = f"POST http://a.test:{up.port}/t HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    if where == "trailer":
+        body = b"5\r\nhello\r\n0\r\nX-Key: " + PH.encode() + b"\r\n\r\n"
+    else:
+        body = b"5;k=" + PH.encode() + b"\r\nhello\r\n0\r\n\r\n"
+    s, f = _conn(pxs)
+    s.sendall(head.encode() + body)
+    st, _, _ = read_response(f)
+    assert st.startswith(REFUSED), st
+    s.close()
+    assert PH.encode() not in up.received(), up.received()
+    assert up.requests == [], up.requests
+
+
 def test_a_placeholder_later_in_a_streamed_body_is_refused_and_cut_short_upstream(pxs, up):
     """The head and the start of the body are upstream already; the
     placeholder comes later, split over two writes: the sandbox gets the 403,
