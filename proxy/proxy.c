@@ -9,7 +9,8 @@
  * configuration (proxy.h) and freed in cb_px_close.
  *
  *   HEAD ─▶ RESOLVE ─▶ CONNECT ─┬▶ TUNNEL ─▶ closed               (CONNECT)
- *    ▲                          └▶ FORWARD ─▶ the next HEAD, or closed (plain http)
+ *    ▲                          ├▶ TLS ─▶ HEAD, bumped (CONNECT to a host with secrets: bump.c)
+ *    │                          └▶ FORWARD ─▶ the next HEAD, or closed (plain http)
  *    └──────────┴──────────┴──▶ REPLY (an error) ─▶ LINGER ─▶ closed
  */
 #include "proxy/proxy.h"

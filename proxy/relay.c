@@ -14,10 +14,12 @@
  * sandbox sends after it stays in the buffer, unsent.
  * The response is framed the same way (its head parsed, interim 1xx heads
  * passed on, HEAD/204/304 without a body), and the sandbox gets exactly its
- * bytes.  Then the upstream is closed and, unless either side asked to
- * close or the response ends only at EOF, the next head in the buffer goes
- * through route.c like the first: each request is parsed, checked against
- * the allowlist and rewritten, and connects anew (issue 18, finding 3).
+ * bytes.  Then the upstream is closed (a bumped one stays, for the next
+ * request to the same host: bump.c) and, unless either side asked to close,
+ * the response ends only at EOF or the request was not all sent, the next
+ * head in the buffer goes through route.c like the first: each request is
+ * parsed, checked against the allowlist and rewritten, and connects anew
+ * (issue 18, finding 3).
  */
 #include <errno.h>
 #include <stdlib.h>
