@@ -37,6 +37,15 @@ static int s_next_line(const char **pos, const char *end, s_line_t *line) {
     return 1;
 }
 
+/* The next line of a request head: CRLF only, so that an upstream behind
+ * the proxy (it gets a bumped head as sent) cannot split it elsewhere.  As
+ * s_next_line, and -2 for a line ended by a bare LF. */
+static int s_next_req_line(const char **pos, const char *end, s_line_t *line) {
+    int r = s_next_line(pos, end, line);
+    if (r == 1 && (size_t) (*pos - line->p) != line->len + 2) return -2;
+    return r;
+}
+
 static bool s_ieq(const char *a, size_t al, const char *lit) {
     size_t ll = strlen(lit);
     return al == ll && strncasecmp(a, lit, ll) == 0;
@@ -161,8 +170,9 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
     *why = "";
     const char *pos = buf, *end = buf + len;
     s_line_t rl;
-    int r = s_next_line(&pos, end, &rl);
+    int r = s_next_req_line(&pos, end, &rl);
     if (r == 0) return CB_HTTP_INCOMPLETE;
+    if (r == -2) return s_bad(why, "a line not ended by CRLF", 400);
     if (r < 0) return s_bad(why, "control bytes in the request line", 400);
     /* METHOD SP TARGET SP HTTP/1.x, single spaces */
     const char *sp1 = memchr(rl.p, ' ', rl.len);
@@ -222,8 +232,9 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
     bool have_host = false, have_cl = false, have_te = false, keep_alive = false;
     for (;;) {
         s_line_t h;
-        r = s_next_line(&pos, end, &h);
+        r = s_next_req_line(&pos, end, &h);
         if (r == 0) return CB_HTTP_INCOMPLETE;
+        if (r == -2) return s_bad(why, "a line not ended by CRLF", 400);
         if (r < 0) return s_bad(why, "control bytes in a header", 400);
         if (h.len == 0) break;
         if (++n_headers > CB_PROXY_HEADERS_MAX) return s_bad(why, "too many header lines", 431);

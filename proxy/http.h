@@ -7,7 +7,8 @@
  * absolute http:// URI (or an origin-form path plus Host, as sent to a unix
  * socket by `curl --unix-socket`).  Anything ambiguous is refused with the
  * status a client understands: obs-fold, whitespace before a colon, control
- * bytes, two Host, Content-Length or Transfer-Encoding headers,
+ * bytes, a line ended by a bare LF, two Host, Content-Length or
+ * Transfer-Encoding headers,
  * Content-Length together with Transfer-Encoding, any transfer coding but
  * chunked alone, Transfer-Encoding in HTTP/1.0, userinfo in the URI,
  * https:// without CONNECT.
