@@ -58,7 +58,7 @@ enum { CB_HTTP_INCOMPLETE = 0, CB_HTTP_OK = 1 };
 /* Parses the head at the start of buf (len bytes).  Returns CB_HTTP_OK with
  * req filled, CB_HTTP_INCOMPLETE when more bytes are needed (the caller
  * bounds the head at CB_PROXY_HEAD_MAX and answers 431 past it), or an HTTP
- * error status (400, 405, 501, 505) with a short reason in *why. */
+ * error status (400, 431, 501, 505) with a short reason in *why. */
 int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **why);
 /* Parses a response head from an upstream at the start of buf: CB_HTTP_OK,
  * CB_HTTP_INCOMPLETE, or 502 with *why (not HTTP/1.x, control bytes, folded
