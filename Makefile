@@ -440,7 +440,7 @@ install-warm: all
 # README's Options block is `cellblock-kernel --help`; a test compares them
 .PHONY: readme-options
 readme-options: all
-	@$(TEST_PYTHON) scripts/readme-options.py
+	@$(TEST_PYTHON) scripts/readme-options.py $(KERNEL_BIN)
 
 # ---- bench: snapshots (issue 20) -------------------------------------------
 # checkpoint in place, rollback, pause/resume and fork (gvisor, as root) beside

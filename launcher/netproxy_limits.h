@@ -34,6 +34,7 @@
 #define CB_PROXY_DEFAULT_MAX_TOTAL  65536      /* connections per session */
 #define CB_PROXY_DEFAULT_MAX_MB     2048       /* bytes relayed per session, MiB */
 #define CB_PROXY_MAX_MB_LIMIT       (1L << 20) /* --network-max-bytes upper bound, MiB */
+#define CB_PROXY_MAX_TOTAL_LIMIT    (1L << 30) /* cellblock-proxy --max-total upper bound */
 #define CB_PROXY_HEAD_TIMEOUT_MS    15000      /* a whole request head must arrive */
 #define CB_PROXY_RESOLVE_TIMEOUT_MS 15000      /* name resolution, all tries */
 #define CB_PROXY_CONNECT_TIMEOUT_MS 10000      /* one connect(2) to the upstream */
@@ -89,6 +90,7 @@
 #define CB_PROXY_RESTARTS_MAX   3                 /* crashes before the launcher gives up */
 #define CB_PROXY_UID            65534             /* its ids when the launcher is root */
 #define CB_PROXY_ERR_MAX        512               /* a setup error it reports */
+#define CB_PROXY_FD_ARG_MAX     65535             /* the highest fd its flags may name */
 #define CB_PROXY_BIN            "cellblock-proxy" /* next to the launcher */
 
 #endif

@@ -7,6 +7,7 @@
  * nameless trailer lines, more than CB_PROXY_HEADERS_MAX trailer lines.
  */
 #include "proxy/body.h"
+#include "proxy/http.h" /* cb_http_tchar */
 
 #include <ctype.h>
 #include <string.h>
@@ -25,10 +26,6 @@ void cb_body_chunked(cb_body_t *b) {
 void cb_body_eof(cb_body_t *b) {
     memset(b, 0, sizeof *b);
     b->state = CB_BODY_EOF;
-}
-
-static bool s_tchar(unsigned char c) {
-    return isalnum(c) || (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
 /* A chunk-size line without its CRLF: 0 ok (*size set), -1 malformed. */
@@ -51,7 +48,7 @@ static int s_chunk_size(const char *l, size_t n, uint64_t *size) {
 /* A trailer line without its CRLF: 0 ok, -1 malformed. */
 static int s_trailer(const char *l, size_t n) {
     size_t i = 0;
-    while (i < n && s_tchar((unsigned char) l[i]))
+    while (i < n && cb_http_tchar((unsigned char) l[i]))
         i++;
     return i > 0 && i < n && l[i] == ':' ? 0 : -1;
 }

@@ -16,7 +16,7 @@ typedef struct {
     size_t len;    /* without CR LF */
 } s_line_t;
 
-static bool s_tchar(unsigned char c) {
+bool cb_http_tchar(unsigned char c) {
     return isalnum(c) || (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
@@ -35,6 +35,15 @@ static int s_next_line(const char **pos, const char *end, s_line_t *line) {
     line->len = len;
     *pos = nl + 1;
     return 1;
+}
+
+/* The next line of a request head: CRLF only, so that an upstream behind
+ * the proxy (it gets a bumped head as sent) cannot split it elsewhere.  As
+ * s_next_line, and -2 for a line ended by a bare LF. */
+static int s_next_req_line(const char **pos, const char *end, s_line_t *line) {
+    int r = s_next_line(pos, end, line);
+    if (r == 1 && (size_t) (*pos - line->p) != line->len + 2) return -2;
+    return r;
 }
 
 static bool s_ieq(const char *a, size_t al, const char *lit) {
@@ -146,7 +155,7 @@ static int s_field(const s_line_t *h, size_t *nl, const char **v, size_t *vlen) 
     if (colon == NULL || colon == h->p) return -1;
     *nl = (size_t) (colon - h->p);
     for (size_t i = 0; i < *nl; i++)
-        if (!s_tchar((unsigned char) h->p[i])) return -1;
+        if (!cb_http_tchar((unsigned char) h->p[i])) return -1;
     *v = colon + 1;
     *vlen = h->len - *nl - 1;
     while (*vlen > 0 && (**v == ' ' || **v == '\t'))
@@ -161,8 +170,9 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
     *why = "";
     const char *pos = buf, *end = buf + len;
     s_line_t rl;
-    int r = s_next_line(&pos, end, &rl);
+    int r = s_next_req_line(&pos, end, &rl);
     if (r == 0) return CB_HTTP_INCOMPLETE;
+    if (r == -2) return s_bad(why, "a line not ended by CRLF", 400);
     if (r < 0) return s_bad(why, "control bytes in the request line", 400);
     /* METHOD SP TARGET SP HTTP/1.x, single spaces */
     const char *sp1 = memchr(rl.p, ' ', rl.len);
@@ -222,8 +232,9 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
     bool have_host = false, have_cl = false, have_te = false, keep_alive = false;
     for (;;) {
         s_line_t h;
-        r = s_next_line(&pos, end, &h);
+        r = s_next_req_line(&pos, end, &h);
         if (r == 0) return CB_HTTP_INCOMPLETE;
+        if (r == -2) return s_bad(why, "a line not ended by CRLF", 400);
         if (r < 0) return s_bad(why, "control bytes in a header", 400);
         if (h.len == 0) break;
         if (++n_headers > CB_PROXY_HEADERS_MAX) return s_bad(why, "too many header lines", 431);

@@ -7,7 +7,8 @@
  * absolute http:// URI (or an origin-form path plus Host, as sent to a unix
  * socket by `curl --unix-socket`).  Anything ambiguous is refused with the
  * status a client understands: obs-fold, whitespace before a colon, control
- * bytes, two Host, Content-Length or Transfer-Encoding headers,
+ * bytes, a line ended by a bare LF, two Host, Content-Length or
+ * Transfer-Encoding headers,
  * Content-Length together with Transfer-Encoding, any transfer coding but
  * chunked alone, Transfer-Encoding in HTTP/1.0, userinfo in the URI,
  * https:// without CONNECT.
@@ -57,7 +58,7 @@ enum { CB_HTTP_INCOMPLETE = 0, CB_HTTP_OK = 1 };
 /* Parses the head at the start of buf (len bytes).  Returns CB_HTTP_OK with
  * req filled, CB_HTTP_INCOMPLETE when more bytes are needed (the caller
  * bounds the head at CB_PROXY_HEAD_MAX and answers 431 past it), or an HTTP
- * error status (400, 405, 501, 505) with a short reason in *why. */
+ * error status (400, 431, 501, 505) with a short reason in *why. */
 int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **why);
 /* Parses a response head from an upstream at the start of buf: CB_HTTP_OK,
  * CB_HTTP_INCOMPLETE, or 502 with *why (not HTTP/1.x, control bytes, folded
@@ -68,6 +69,8 @@ int cb_http_parse_response(const char *buf, size_t len, cb_http_resp_t *resp, co
  * (Connection, Proxy-*, Keep-Alive, TE, Trailer, Upgrade) and Host, then
  * "Connection: close".  Returns bytes written, or -1 if out_len is short. */
 long cb_http_forward_head(const char *buf, const cb_http_req_t *req, char *out, size_t out_len);
+/* A token character (RFC 9110 5.6.2): header and trailer names. */
+bool cb_http_tchar(unsigned char c);
 /* Formats a complete error response (status, reason phrase = text, same
  * text as the body, Connection: close) into out.  Non-printable bytes of
  * text become '?'.  Returns its length. */

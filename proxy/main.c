@@ -106,7 +106,7 @@ static int s_parse(int argc, char **argv, cb_proxy_cfg_t *cfg) {
         long n = 0;
         if (strcmp(a, "--listen-fd") == 0) {
             struct stat st;
-            if (s_num(a, v, 0, 65535, &n) < 0) return -1;
+            if (s_num(a, v, 0, CB_PROXY_FD_ARG_MAX, &n) < 0) return -1;
             if (cfg->n_listen >= CB_PROXY_LISTENERS || fstat((int) n, &st) < 0 ||
                 !S_ISSOCK(st.st_mode)) {
                 s_fail("--listen-fd %ld: not a socket (or more than %d)", n, CB_PROXY_LISTENERS);
@@ -115,7 +115,7 @@ static int s_parse(int argc, char **argv, cb_proxy_cfg_t *cfg) {
             cfg->listen_fds[cfg->n_listen++] = (int) n;
         } else if (strcmp(a, "--forward-fd") == 0) {
             struct stat st;
-            if (s_num(a, v, 0, 65535, &n) < 0) return -1;
+            if (s_num(a, v, 0, CB_PROXY_FD_ARG_MAX, &n) < 0) return -1;
             if (cfg->n_fwd >= CB_PROXY_FORWARDS_MAX || fstat((int) n, &st) < 0 ||
                 !S_ISSOCK(st.st_mode)) {
                 s_fail("--forward-fd %ld: not a socket (or more than %d)", n,
@@ -137,7 +137,7 @@ static int s_parse(int argc, char **argv, cb_proxy_cfg_t *cfg) {
         } else if (strcmp(a, "--max-conns") == 0) {
             if (s_num(a, v, 1, CB_PROXY_MAX_CONNS_LIMIT, &cfg->max_conns) < 0) return -1;
         } else if (strcmp(a, "--max-total") == 0) {
-            if (s_num(a, v, 1, 1L << 30, &cfg->max_total) < 0) return -1;
+            if (s_num(a, v, 1, CB_PROXY_MAX_TOTAL_LIMIT, &cfg->max_total) < 0) return -1;
         } else if (strcmp(a, "--max-bytes") == 0) {
             if (s_num(a, v, 1, CB_PROXY_MAX_MB_LIMIT << 20, &n) < 0) return -1;
             cfg->max_bytes = (uint64_t) n;
@@ -158,14 +158,15 @@ static int s_parse(int argc, char **argv, cb_proxy_cfg_t *cfg) {
                 return -1;
         } else if (strcmp(a, "--ctl-fd") == 0) {
             struct stat st;
-            if (s_num(a, v, 0, 65535, &n) < 0) return -1;
+            if (s_num(a, v, 0, CB_PROXY_FD_ARG_MAX, &n) < 0) return -1;
             if (fstat((int) n, &st) < 0 || !S_ISSOCK(st.st_mode)) {
                 s_fail("--ctl-fd %ld: not a socket", n);
                 return -1;
             }
             cfg->ctl_fd = (int) n;
         } else if (strcmp(a, "--secrets-fd") == 0) {
-            if (s_num(a, v, 0, 65535, &n) < 0 || s_read_secrets((int) n) < 0) return -1;
+            if (s_num(a, v, 0, CB_PROXY_FD_ARG_MAX, &n) < 0 || s_read_secrets((int) n) < 0)
+                return -1;
             cfg->secrets = &s_secrets;
         } else if (strcmp(a, "--upstream-ca") == 0) {
             cfg->upstream_ca = v;
@@ -174,7 +175,7 @@ static int s_parse(int argc, char **argv, cb_proxy_cfg_t *cfg) {
         } else if (strcmp(a, "--dns-server") == 0) {
             cfg->dns_servers = v;
         } else if (strcmp(a, "--ready-fd") == 0) {
-            if (s_num(a, v, 0, 65535, &n) < 0) return -1;
+            if (s_num(a, v, 0, CB_PROXY_FD_ARG_MAX, &n) < 0) return -1;
             s_ready_fd = (int) n;
         } else if (strcmp(a, "--log-level") == 0) {
             if (cb_log_parse_level(v, &cb_log_threshold) < 0) {

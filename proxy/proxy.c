@@ -9,7 +9,8 @@
  * configuration (proxy.h) and freed in cb_px_close.
  *
  *   HEAD ─▶ RESOLVE ─▶ CONNECT ─┬▶ TUNNEL ─▶ closed               (CONNECT)
- *    ▲                          └▶ FORWARD ─▶ the next HEAD, or closed (plain http)
+ *    ▲                          ├▶ TLS ─▶ HEAD, bumped (CONNECT to a host with secrets: bump.c)
+ *    │                          └▶ FORWARD ─▶ the next HEAD, or closed (plain http)
  *    └──────────┴──────────┴──▶ REPLY (an error) ─▶ LINGER ─▶ closed
  */
 #include "proxy/proxy.h"
@@ -22,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
 
 #include "isolate/util.h"
 #include "proxy/proxy_priv.h"
@@ -79,6 +82,8 @@ void cb_px_close(cb_proxy_t *p, cb_pconn_t *c) {
     cb_tls_free(&c->ssl[CB_SIDE_SANDBOX]);
     cb_px_close_fd(&c->cfd);
     cb_px_close_up(c);
+    if (c->hout != NULL && p->cfg.secrets != NULL && p->cfg.secrets->n > 0)
+        OPENSSL_cleanse(c->hout, CB_PROXY_HOUT_MAX); /* heads with values put in */
     free(c->hout);
     free(c->c2u.data);
     free(c->u2c.data);
@@ -437,23 +442,28 @@ int cb_px_listeners(cb_proxy_t *p, const int *listen, size_t n_listen, const int
                    CB_PROXY_FORWARDS_MAX);
         return -1;
     }
-    for (size_t i = 0; i < n_listen; i++) {
+    /* every fd checked before any joins the poll set: on failure the caller
+     * closes them all (ctl.c), so none may stay behind in it */
+    struct sockaddr_storage to[CB_PROXY_FORWARDS_MAX];
+    for (size_t i = 0; i < n_listen; i++)
         if (cb_set_nonblock(listen[i], 1) < 0) {
             cb_fmt_why(why, why_len, "listener fd %d: %s", listen[i], strerror(errno));
             return -1;
         }
-        p->cfg.listen_fds[p->cfg.n_listen++] = listen[i];
-    }
     for (size_t i = 0; i < n_fwd; i++) {
         /* where it listens inside is where it leads on the host */
-        struct sockaddr_storage *to = &p->fwd_to[p->cfg.n_fwd];
-        socklen_t sl = sizeof *to;
+        socklen_t sl = sizeof to[i];
         if (cb_set_nonblock(fwd[i], 1) < 0 ||
-            getsockname(fwd[i], (struct sockaddr *) to, &sl) < 0 ||
-            (to->ss_family != AF_INET && to->ss_family != AF_INET6)) {
+            getsockname(fwd[i], (struct sockaddr *) &to[i], &sl) < 0 ||
+            (to[i].ss_family != AF_INET && to[i].ss_family != AF_INET6)) {
             cb_fmt_why(why, why_len, "forward fd %d: not a TCP listener", fwd[i]);
             return -1;
         }
+    }
+    for (size_t i = 0; i < n_listen; i++)
+        p->cfg.listen_fds[p->cfg.n_listen++] = listen[i];
+    for (size_t i = 0; i < n_fwd; i++) {
+        p->fwd_to[p->cfg.n_fwd] = to[i];
         p->cfg.fwd_fds[p->cfg.n_fwd++] = fwd[i];
     }
     return 0;

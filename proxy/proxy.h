@@ -50,7 +50,7 @@ typedef struct {
 
 typedef struct cb_proxy cb_proxy_t;
 
-/* Fills cfg with the defaults of proxy_limits.h (no listeners, no rules). */
+/* Fills cfg with the defaults of netproxy_limits.h (no listeners, no rules). */
 void cb_proxy_cfg_default(cb_proxy_cfg_t *cfg);
 /* Sets up c-ares and the tables.  NULL on failure, with why. */
 cb_proxy_t *cb_proxy_new(const cb_proxy_cfg_t *cfg, char *why, size_t why_len);

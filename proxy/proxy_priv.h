@@ -71,6 +71,7 @@ typedef struct {
     size_t hout_len, hout_off;                         /* its bytes, bytes sent */
     cb_body_t req_body;                                /* FORWARD: where the request ends */
     cb_secrets_scan_t body_scan;                       /* FORWARD: its body's placeholder window */
+    cb_secrets_scan_t frame_scan;                      /* ...its chunked bytes' (exts, trailers) */
     cb_body_t resp_body;                               /* FORWARD: where the response ends */
     bool resp_head;                                    /* its final head is parsed */
     bool resp_started;                                 /* bytes of it are ready for the sandbox */

@@ -8,15 +8,18 @@
  * TUNNEL (CONNECT): everything read is passed on, unread.
  * FORWARD (plain http): exactly one request goes upstream: its rewritten
  * head (route.c), then the body bytes body.c frames (Content-Length or
- * chunked), each piece of its data looked at for the placeholders of
- * secrets not bound to the host before it may go (secrets.h); what the
+ * chunked), each piece of its data (and a chunked body's framing, for its
+ * extensions and trailers) looked at for the placeholders of secrets not
+ * bound to the host before it may go (secrets.h); what the
  * sandbox sends after it stays in the buffer, unsent.
  * The response is framed the same way (its head parsed, interim 1xx heads
  * passed on, HEAD/204/304 without a body), and the sandbox gets exactly its
- * bytes.  Then the upstream is closed and, unless either side asked to
- * close or the response ends only at EOF, the next head in the buffer goes
- * through route.c like the first: each request is parsed, checked against
- * the allowlist and rewritten, and connects anew (issue 18, finding 3).
+ * bytes.  Then the upstream is closed (a bumped one stays, for the next
+ * request to the same host: bump.c) and, unless either side asked to close,
+ * the response ends only at EOF or the request was not all sent, the next
+ * head in the buffer goes through route.c like the first: each request is
+ * parsed, checked against the allowlist and rewritten, and connects anew
+ * (issue 18, finding 3).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -143,6 +146,11 @@ static int s_frame_up(cb_proxy_t *p, cb_pconn_t *c) {
         s_body_error(p, c, "malformed request body", why);
         return -1;
     }
+    /* a chunked body's extensions and trailer fields are text too, which
+     * its data pieces leave out: its bytes as framed are looked at as well */
+    if (look.foreign == NULL && scan && c->req.chunked && k > 0)
+        look.foreign =
+            cb_secrets_scan(look.secrets, c->host, &c->frame_scan, b->data + b->ready, (size_t) k);
     if (look.foreign != NULL) {
         cb_px_foreign(p, c, look.foreign, "request's body");
         return -1;
@@ -251,6 +259,7 @@ void cb_px_start(cb_proxy_t *p, cb_pconn_t *c) {
     } else {
         c->close_after = c->req.close;
         memset(&c->body_scan, 0, sizeof c->body_scan);
+        memset(&c->frame_scan, 0, sizeof c->frame_scan);
         if (c->req.chunked)
             cb_body_chunked(&c->req_body);
         else
@@ -264,7 +273,11 @@ void cb_px_start(cb_proxy_t *p, cb_pconn_t *c) {
 static void s_finish(cb_proxy_t *p, cb_pconn_t *c) {
     c->n_req++;
     if (!c->bump || c->u_eof) cb_px_close_up(c);
-    if (c->close_after || !cb_body_done(&c->req_body) || (c->bump && c->ufd < 0)) {
+    /* an early answer (a 413, say) can complete before the request is all
+     * sent: what is left of it is no next head, nor is the upstream ready
+     * for one */
+    bool unsent = c->hout_off < c->hout_len || c->c2u.off < c->c2u.ready;
+    if (c->close_after || unsent || !cb_body_done(&c->req_body) || (c->bump && c->ufd < 0)) {
         if (c->ssl[CB_SIDE_SANDBOX] != NULL) (void) SSL_shutdown(c->ssl[CB_SIDE_SANDBOX]);
         (void) shutdown(c->cfd, SHUT_WR); /* then drain what the sandbox still sends */
         c->state = CB_PX_LINGER;

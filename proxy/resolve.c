@@ -37,28 +37,37 @@ static size_t s_ai_addrs(const struct ares_addrinfo *res, cb_ipaddr_t *out, size
     return n;
 }
 
-/* A resolver callback's common part: frees the context and the answer,
- * copies the addresses (at most CB_PROXY_ADDRS_MAX) to ips.  NULL when the
- * connection is gone or the query was cancelled. */
-static cb_pconn_t *s_on_answer(void *arg, int status, struct ares_addrinfo *res, cb_proxy_t **pp,
-                               cb_ipaddr_t *ips, size_t *n) {
-    cb_proxy_t *p = *pp = *(cb_proxy_t **) arg;
-    void *key = ((void **) arg)[1];
-    free(arg);
-    cb_pconn_t *c = s_cb_conn(p, key);
-    bool dead = c == NULL || status == ARES_EDESTRUCTION || status == ARES_ECANCELLED;
-    *n = !dead && status == ARES_SUCCESS ? s_ai_addrs(res, ips, CB_PROXY_ADDRS_MAX) : 0;
-    if (res) ares_freeaddrinfo(res);
-    return dead ? NULL : c;
-}
+/* A lookup's callback context: the proxy, the (slot, generation) key, and
+ * which channel was asked. */
+typedef struct {
+    cb_proxy_t *p; /* the proxy */
+    void *key;     /* s_cb_arg of the connection */
+    bool files;    /* the hosts file ("f"), else DNS ("b") */
+} s_ctx_t;
 
-static void s_on_dns(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
+static void s_lookup(cb_proxy_t *p, cb_pconn_t *c, bool files);
+
+/* An answer: the hosts file's addresses are trusted (operator
+ * configuration), and without one DNS is asked; DNS's are checked
+ * (route.c).  Dropped when the connection is gone or the query cancelled. */
+static void s_on_answer(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
     (void) timeouts;
-    cb_proxy_t *p;
+    s_ctx_t ctx = *(s_ctx_t *) arg;
+    free(arg);
+    cb_proxy_t *p = ctx.p;
+    cb_pconn_t *c = s_cb_conn(p, ctx.key);
+    bool dead = c == NULL || status == ARES_EDESTRUCTION || status == ARES_ECANCELLED;
     cb_ipaddr_t ips[CB_PROXY_ADDRS_MAX];
-    size_t n;
-    cb_pconn_t *c = s_on_answer(arg, status, res, &p, ips, &n);
-    if (c == NULL) return;
+    size_t n = !dead && status == ARES_SUCCESS ? s_ai_addrs(res, ips, CB_PROXY_ADDRS_MAX) : 0;
+    if (res) ares_freeaddrinfo(res);
+    if (dead) return;
+    if (ctx.files) {
+        if (n > 0)
+            cb_px_set_addrs(p, c, ips, n, true); /* the host's own /etc/hosts: operator config */
+        else
+            s_lookup(p, c, false);
+        return;
+    }
     if (status == ARES_ETIMEOUT) {
         cb_px_deny(p, c, 504, "resolving %s timed out", c->host);
         return;
@@ -71,50 +80,23 @@ static void s_on_dns(void *arg, int status, int timeouts, struct ares_addrinfo *
     cb_px_set_addrs(p, c, ips, n, false);
 }
 
-static void s_resolve_dns(cb_proxy_t *p, cb_pconn_t *c);
-
-static void s_on_files(void *arg, int status, int timeouts, struct ares_addrinfo *res) {
-    (void) timeouts;
-    cb_proxy_t *p;
-    cb_ipaddr_t ips[CB_PROXY_ADDRS_MAX];
-    size_t n;
-    cb_pconn_t *c = s_on_answer(arg, status, res, &p, ips, &n);
-    if (c == NULL) return;
-    if (n > 0)
-        cb_px_set_addrs(p, c, ips, n, true); /* the host's own /etc/hosts: operator config */
-    else
-        s_resolve_dns(p, c);
-}
-
-/* The callback context: the proxy and the (slot, generation) key. */
-static void **s_cb_ctx(cb_proxy_t *p, cb_pconn_t *c) {
-    void **ctx = malloc(2 * sizeof *ctx);
-    if (ctx == NULL) return NULL;
-    ctx[0] = p;
-    ctx[1] = s_cb_arg(c, p);
-    return ctx;
-}
-
-static void s_resolve_dns(cb_proxy_t *p, cb_pconn_t *c) {
-    void **ctx = s_cb_ctx(p, c);
+/* Asks the hosts file (files) or DNS for c->host; the answer may come
+ * before this returns. */
+static void s_lookup(cb_proxy_t *p, cb_pconn_t *c, bool files) {
+    s_ctx_t *ctx = malloc(sizeof *ctx);
     if (ctx == NULL) {
         cb_px_deny(p, c, 502, "out of memory");
         return;
     }
+    *ctx = (s_ctx_t){.p = p, .key = s_cb_arg(c, p), .files = files};
     struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC, .ai_flags = ARES_AI_NOSORT};
-    ares_getaddrinfo(p->dns, c->host, NULL, &hints, s_on_dns, ctx);
+    ares_getaddrinfo(files ? p->files : p->dns, c->host, NULL, &hints, s_on_answer, ctx);
 }
 
 void cb_px_resolve(cb_proxy_t *p, cb_pconn_t *c) {
-    void **ctx = s_cb_ctx(p, c);
-    if (ctx == NULL) {
-        cb_px_deny(p, c, 502, "out of memory");
-        return;
-    }
     c->state = CB_PX_RESOLVE;
     c->deadline = cb_now_ms() + p->cfg.resolve_timeout_ms;
-    struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC, .ai_flags = ARES_AI_NOSORT};
-    ares_getaddrinfo(p->files, c->host, NULL, &hints, s_on_files, ctx);
+    s_lookup(p, c, true);
 }
 
 static void s_sock_state(void *data, ares_socket_t fd, int readable, int writable) {

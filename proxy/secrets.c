@@ -222,6 +222,7 @@ static int s_basic(const cb_secrets_t *s, const char *host, const char *p, size_
     while (bl > 0 && (p[b64 + bl - 1] == ' ' || p[b64 + bl - 1] == '\t' || p[b64 + bl - 1] == '\r'))
         bl--;
     unsigned char dec[CB_PROXY_HEAD_MAX], sub[CB_PROXY_HEAD_MAX];
+    unsigned char enc[(sizeof sub + 2) / 3 * 4 + 1]; /* sub encoded, with EVP's NUL */
     if (bl == 0 || bl % 4 != 0 || bl / 4 * 3 > sizeof dec) return 0;
     int dl = EVP_DecodeBlock(dec, (const unsigned char *) p + b64, (int) bl);
     if (dl < 0) return 0; /* not base64: an ordinary line */
@@ -229,17 +230,18 @@ static int s_basic(const cb_secrets_t *s, const char *host, const char *p, size_
     cb_outbuf_t so = {.p = (char *) sub, .len = sizeof sub};
     int rc = s_span(s, host, (const char *) dec, (size_t) dl, true, &so, foreign, put);
     OPENSSL_cleanse(dec, sizeof dec);
-    if (rc < 0) return rc;
-    if (so.overflow || so.used / 3 * 4 + 4 > sizeof dec) {
+    if (rc < 0 || so.overflow) {
+        OPENSSL_cleanse(sub, sizeof sub); /* values put in before the refusal */
+        if (rc < 0) return rc;
         o->overflow = true;
         return 1;
     }
     cb_outbuf_put(o, p, b64);
-    int el = EVP_EncodeBlock(dec, sub, (int) so.used);
-    cb_outbuf_put(o, (const char *) dec, (size_t) el);
+    int el = EVP_EncodeBlock(enc, sub, (int) so.used);
+    cb_outbuf_put(o, (const char *) enc, (size_t) el);
     cb_outbuf_put(o, p + b64 + bl, n - b64 - bl); /* the line's end as it was */
     OPENSSL_cleanse(sub, sizeof sub);
-    OPENSSL_cleanse(dec, sizeof dec);
+    OPENSSL_cleanse(enc, sizeof enc);
     return 1;
 }
 

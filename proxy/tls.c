@@ -306,30 +306,30 @@ int cb_tls_handshake(SSL *s, short *want, char *why, size_t why_len) {
     return -1;
 }
 
-long cb_tls_read(SSL *s, char *buf, size_t n, short *want) {
-    size_t got = 0;
-    ERR_clear_error();
-    if (SSL_read_ex(s, buf, n, &got) == 1) return (long) got;
+/* After SSL_read_ex or SSL_write_ex failed: 0 with *want set when TLS waits
+ * for the socket, eof after the peer's close_notify, else -2. */
+static long s_io_failed(SSL *s, short *want, long eof) {
     int e = SSL_get_error(s, 0);
     ERR_clear_error();
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         *want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
         return 0;
     }
-    return e == SSL_ERROR_ZERO_RETURN ? -1 : -2;
+    return e == SSL_ERROR_ZERO_RETURN ? eof : -2;
+}
+
+long cb_tls_read(SSL *s, char *buf, size_t n, short *want) {
+    size_t got = 0;
+    ERR_clear_error();
+    if (SSL_read_ex(s, buf, n, &got) == 1) return (long) got;
+    return s_io_failed(s, want, -1);
 }
 
 long cb_tls_write(SSL *s, const char *buf, size_t n, short *want) {
     size_t put = 0;
     ERR_clear_error();
     if (SSL_write_ex(s, buf, n, &put) == 1) return (long) put;
-    int e = SSL_get_error(s, 0);
-    ERR_clear_error();
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        *want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
-        return 0;
-    }
-    return -2;
+    return s_io_failed(s, want, -2); /* nothing more can be written: an error to the caller */
 }
 
 void cb_tls_free(SSL **s) {

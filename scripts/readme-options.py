@@ -1,5 +1,7 @@
 #!/usr/bin/python3
-"""Rewrite README.md's Options block from `build/bin/cellblock-kernel --help`.
+"""Rewrite README.md's Options block from `cellblock-kernel --help`: the
+binary named as the first argument (the Makefile passes $(BUILD)'s), else
+build/bin/cellblock-kernel.
 
 tests/integration/test_run_cli.py::test_help_is_the_readme_options_block
 compares the two; run this (`make readme-options`) after changing an option.
@@ -13,8 +15,9 @@ MARKER = "`cellblock-kernel --help` (a kernelspec's `argv` fixes them):\n\n```\n
 
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    text = subprocess.run([os.path.join(root, "build", "bin", "cellblock-kernel"), "--help"],
-                          capture_output=True, text=True, check=True).stdout
+    kernel = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "build", "bin",
+                                                               "cellblock-kernel")
+    text = subprocess.run([kernel, "--help"], capture_output=True, text=True, check=True).stdout
     path = os.path.join(root, "README.md")
     with open(path) as f:
         md = f.read()

@@ -10,6 +10,7 @@ though it was sent after `Connection: close`.  The proxy program runs
 alone, as in test_network_allow.py's bound tests.
 """
 
+import os
 import socket
 import time
 
@@ -256,6 +257,25 @@ def test_a_placeholder_in_a_body_to_another_host_is_refused(pxs, up, framing):
     assert "deny POST a.test" in log and "body carries the placeholder of the secret API_KEY" in log
 
 
+@pytest.mark.parametrize("where", ["trailer", "extension"])
+def test_a_placeholder_in_a_chunked_bodys_framing_is_refused(pxs, up, where):
+    """Trailer fields and chunk extensions are text the body's data leaves
+    out: a placeholder there is refused as one in the data is, and never
+    reaches the upstream."""
+    head = f"POST http://a.test:{up.port}/t HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    if where == "trailer":
+        body = b"5\r\nhello\r\n0\r\nX-Key: " + PH.encode() + b"\r\n\r\n"
+    else:
+        body = b"5;k=" + PH.encode() + b"\r\nhello\r\n0\r\n\r\n"
+    s, f = _conn(pxs)
+    s.sendall(head.encode() + body)
+    st, _, _ = read_response(f)
+    assert st.startswith(REFUSED), st
+    s.close()
+    assert PH.encode() not in up.received(), up.received()
+    assert up.requests == [], up.requests
+
+
 def test_a_placeholder_later_in_a_streamed_body_is_refused_and_cut_short_upstream(pxs, up):
     """The head and the start of the body are upstream already; the
     placeholder comes later, split over two writes: the sandbox gets the 403,
@@ -321,3 +341,32 @@ def test_a_body_to_the_bound_host_keeps_its_placeholder(pxs, up):
     assert h1["authorization"] == f"Bearer {VALUE}" and b1 == body
     assert b2 == plain
 
+
+
+def _cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_refused_listen_request_leaves_no_listener_behind(pxs, up):
+    """The control socket's `listen P F`: when one of its fds is refused, the
+    proxy closes them all, so none of them may have joined its poll set (a
+    closed fd there makes every poll return at once)."""
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(1)
+    unix, other = socket.socketpair()
+    socket.send_fds(pxs.ctl, [b"listen 1 1"], [tcp.fileno(), unix.fileno()])
+    answer = pxs.ctl.recv(4096).decode()
+    assert answer.startswith("error forward fd") and "not a TCP listener" in answer, answer
+    for x in (tcp, unix, other):
+        x.close()
+    before = _cpu_s(pxs.p.pid)
+    time.sleep(1)
+    assert _cpu_s(pxs.p.pid) - before < 0.3, "the proxy spins"
+    s, f = _conn(pxs)
+    s.sendall(f"GET http://a.test:{up.port}/still HTTP/1.1\r\n\r\n".encode())
+    st, _, body = read_response(f)
+    assert st == "HTTP/1.1 200 OK" and b"/still" in body, (st, body)
+    s.close()

@@ -96,6 +96,39 @@ static void test_scan(void) {
     TAP_EQ_INT(wrong, 0, "body fuzz: found exactly when there, however it is cut");
 }
 
+/* Basic credentials that grow, with the value put in, to the most the
+ * proxy decodes: encoded again whole (their base64, with EVP's NUL, is
+ * longer than the decoded buffer; once it was written there, a byte past it). */
+static void test_basic_large(void) {
+    static cb_secrets_t big;
+    static char table[CB_PROXY_SECRET_VALUE_MAX + 128], plain[CB_PROXY_HEAD_MAX],
+        wplain[CB_PROXY_HEAD_MAX];
+    static unsigned char b64[CB_PROXY_HEAD_MAX], want[2 * CB_PROXY_HEAD_MAX];
+    static char head[CB_PROXY_HEAD_MAX + 256], out[4 * CB_PROXY_HEAD_MAX];
+    char value[CB_PROXY_SECRET_VALUE_MAX + 1], why[256];
+    memset(value, 'v', CB_PROXY_SECRET_VALUE_MAX);
+    value[CB_PROXY_SECRET_VALUE_MAX] = '\0';
+    snprintf(table, sizeof table, "BIG\t" PH_A "\tbig.test\t%s\n", value);
+    TAP_EQ_INT(cb_secrets_parse(&big, table, strlen(table), why, sizeof why), 0,
+               "a table with a value of the largest size");
+    for (size_t used = 12286; used <= 12288; used++) { /* 3 * 4096 - 2 .. 3 * 4096 */
+        size_t pad = used - CB_PROXY_SECRET_VALUE_MAX - 2;
+        int pl = snprintf(plain, sizeof plain, "u:" PH_A "%0*d", (int) pad, 0);
+        int wl = snprintf(wplain, sizeof wplain, "u:%s%0*d", value, (int) pad, 0);
+        EVP_EncodeBlock(b64, (unsigned char *) plain, pl);
+        EVP_EncodeBlock(want, (unsigned char *) wplain, wl);
+        snprintf(head, sizeof head,
+                 "GET / HTTP/1.1\r\nHost: big.test\r\nAuthorization: Basic %s\r\n\r\n", b64);
+        const cb_secret_t *f = NULL;
+        size_t put = 0;
+        long n = cb_secrets_apply(&big, "big.test", head, strlen(head), out, sizeof out, &f, &put);
+        if (n >= 0) out[n] = '\0';
+        TAP_OK(n > 0 && put == 1 && strstr(out, (char *) want) != NULL,
+               "Basic credentials of %zu bytes with the value in: encoded again whole", used);
+    }
+    cb_secrets_wipe(&big);
+}
+
 int main(void) {
     char why[256];
     const char *table = "API_KEY\t" PH_A "\tapi.test,Other.Test.\tsk-live-AAAA\n"
@@ -189,6 +222,7 @@ int main(void) {
     }
     TAP_EQ_INT(weird, 0, "fuzz: bounded, and never another host's value");
     test_scan();
+    test_basic_large();
     cb_secrets_wipe(&S);
     TAP_EQ_INT(S.n, 0, "wiped");
     TAP_DONE();
