@@ -115,6 +115,13 @@ ssize_t cb_recv_with_fd(int sock, void *buf, size_t len, int *fd, int flags) {
     return r;
 }
 
+int cb_recv_line_with_fd(int sock, char *buf, size_t len, int *fd) {
+    ssize_t r = cb_recv_with_fd(sock, buf, len - 1, fd, MSG_DONTWAIT);
+    if (r < 0) return -1;
+    buf[r] = '\0';
+    return (int) r;
+}
+
 void cb_fmt_why(char *buf, size_t len, const char *fmt, ...) {
     if (len == 0) return;
     va_list ap;

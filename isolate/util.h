@@ -49,6 +49,10 @@ int cb_send_with_fd(int sock, const void *buf, size_t len, int fd);
  * flags as recvmsg's (MSG_CMSG_CLOEXEC is added); retries EINTR; no
  * allocation.  >0 bytes, 0 the peer closed, -1 errno (EAGAIN: nothing now). */
 ssize_t cb_recv_with_fd(int sock, void *buf, size_t len, int *fd, int flags);
+/* cb_recv_with_fd of one datagram that is a line of text, without waiting:
+ * buf (len > 0) is NUL-terminated, *fd as above.  >0 its length, 0 the
+ * peer closed, -1 errno (EAGAIN: nothing now). */
+int cb_recv_line_with_fd(int sock, char *buf, size_t len, int *fd);
 /* Formats a reason into buf (len bytes, always terminated); for the
  * "why" out-parameters of the isolate modules. */
 void cb_fmt_why(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
