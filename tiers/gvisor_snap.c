@@ -74,7 +74,7 @@ int cb_gvisor_restore_home(const cb_gvisor_t *g) {
 typedef struct {
     pid_t pid;    /* runsc checkpoint, -1 when none */
     int dir;      /* the image directory */
-    char id[40];  /* the kernel's id of the image */
+    char id[CB_IMAGE_ID_HEX + 1]; /* the kernel's id of the image */
     bool waiting; /* for init to hang up the debugger's host socket first */
 } s_pause_t;
 
@@ -206,8 +206,8 @@ static void s_pause_start(const cb_gvisor_t *g, int rootless, s_pause_t *p, cb_g
 
 static void s_command(const cb_gvisor_t *g, int rootless, s_pause_t *p, cb_gvisor_dbg_t *dbg,
                       const char *line, int fd) {
-    char id[40];
-    if (sscanf(line, "pause %39s", id) == 1 && fd >= 0) {
+    char id[CB_IMAGE_ID_HEX + 1];
+    if (sscanf(line, "pause " CB_IMAGE_ID_SCAN, id) == 1 && fd >= 0) {
         s_pause_start(g, rootless, p, dbg, id, fd);
         return;
     }
