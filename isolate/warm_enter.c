@@ -50,7 +50,7 @@
 #define S_ADOPT_POLL_NS  50000L /* between looks at getppid() while P exits */
 #define S_ADOPT_MS       1000   /* P exits within this */
 #define S_FD_PARK        64     /* the runner's fds are parked here before dup2 */
-#define S_ERR_SLOT       90     /* where R keeps the error pipe until Python closes it */
+#define S_ERR_SLOT       90     /* R keeps the error pipe at or above this until Python closes it */
 #define S_OOM_ADJ_MAX    16     /* "-1000\n" */
 #define S_PID_MAX        16     /* a pid in decimal */
 #define S_HANDSHAKE_BYTE 'r'
@@ -213,9 +213,11 @@ static void s_handshake(int sock, int errfd) {
     }
 }
 
-/* fds 0..n-1 from the request, the error pipe at S_ERR_SLOT, nothing else
- * (the template's own fds included: Python forgets them, cb_warm.py).
- * Returns the error pipe's new number. */
+/* fds 0..n-1 from the request, the error pipe at S_ERR_SLOT or above,
+ * nothing else (the template's own fds included: Python forgets them,
+ * cb_warm.py).  Returns the error pipe's new number.  F_DUPFD, never dup3
+ * onto a fixed number: the template's fds and the parked ones may already
+ * sit there (and dup3 of an fd onto itself is EINVAL). */
 static int s_fds(const cb_warm_req_t *q, const int *fds, int errfd) {
     int parked[CB_WARM_RUNNER_FDS];
     const int *src = fds + CB_WARM_FD_FIXED;
@@ -223,13 +225,13 @@ static int s_fds(const cb_warm_req_t *q, const int *fds, int errfd) {
         parked[i] = fcntl(src[i], F_DUPFD_CLOEXEC, S_FD_PARK);
         if (parked[i] < 0) cb_child_fail(errfd, CB_STEP_WARM, CB_WARM_STAGE_FDS);
     }
-    if (dup3(errfd, S_ERR_SLOT, O_CLOEXEC) < 0)
-        cb_child_fail(errfd, CB_STEP_WARM, CB_WARM_STAGE_FDS);
-    errfd = S_ERR_SLOT;
+    int moved = fcntl(errfd, F_DUPFD_CLOEXEC, S_ERR_SLOT);
+    if (moved < 0) cb_child_fail(errfd, CB_STEP_WARM, CB_WARM_STAGE_FDS);
+    errfd = moved;
     for (uint32_t i = 0; i < q->n_runner_fds; i++)
         if (dup2(parked[i], (int) i) < 0) cb_child_fail(errfd, CB_STEP_WARM, CB_WARM_STAGE_FDS);
-    if (syscall(SYS_close_range, q->n_runner_fds, S_ERR_SLOT - 1, 0) < 0 ||
-        syscall(SYS_close_range, S_ERR_SLOT + 1, ~0U, 0) < 0)
+    if (syscall(SYS_close_range, q->n_runner_fds, (unsigned) errfd - 1, 0) < 0 ||
+        syscall(SYS_close_range, (unsigned) errfd + 1, ~0U, 0) < 0)
         cb_child_fail(errfd, CB_STEP_FDS, -1);
     return errfd;
 }
