@@ -153,26 +153,13 @@ static struct {
 
 static void s_join_fs(int conn, int errfd) {
     cb_warm_fs_t *m = &s_fs.m;
-    struct iovec iov = {.iov_base = &s_fs, .iov_len = sizeof s_fs};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * CB_WARM_FS_FDS)];
-    } cm;
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-    ssize_t r;
-    do
-        r = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
-    int fds[CB_WARM_FS_FDS] = {-1, -1};
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof fds))
-            memcpy(fds, CMSG_DATA(c), sizeof fds);
+    int fds[CB_WARM_FS_FDS];
+    size_t got = 0;
+    ssize_t r = cb_recv_with_fds(conn, &s_fs, sizeof s_fs, fds, CB_WARM_FS_FDS, &got, 0);
     if (r < (ssize_t) sizeof *m || m->magic != CB_WARM_FS_MAGIC || m->filter_len == 0 ||
         m->filter_len > CB_WARM_FILTER_MAX ||
-        (size_t) r != sizeof *m + m->filter_len * sizeof(struct sock_filter) || fds[0] < 0 ||
-        fds[1] < 0) {
+        (size_t) r != sizeof *m + m->filter_len * sizeof(struct sock_filter) ||
+        got != CB_WARM_FS_FDS) {
         if (r >= 0) errno = EPROTO;
         cb_child_fail(errfd, CB_STEP_WARM, CB_WARM_STAGE_REQUEST);
     }
