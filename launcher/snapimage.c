@@ -233,12 +233,20 @@ static int s_seal(const cb_options_t *o, int imgfd, uint64_t *bytes, char *why, 
 
 int cb_snapimage_command(cb_sandbox_t *sb, const char *line, int fd) {
     char id[CB_IMAGE_ID_HEX + 1];
-    if (sscanf(line, "pause " CB_IMAGE_ID_SCAN, id) == 1 && fd >= 0) {
+    bool is_pause = sscanf(line, "pause " CB_IMAGE_ID_SCAN, id) == 1 && fd >= 0;
+    if (is_pause) {
         if (s_pause_fd >= 0) close(s_pause_fd);
         s_pause_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         snprintf(s_pause_id, sizeof s_pause_id, "%s", id);
     }
-    return cb_sandbox_snap_command(sb, line, fd);
+    int rc = cb_sandbox_snap_command(sb, line, fd);
+    if (rc < 0 && is_pause && s_pause_fd >= 0) { /* this pause is not coming: its fd goes now */
+        int e = errno;
+        close(s_pause_fd);
+        s_pause_fd = -1;
+        errno = e;
+    }
+    return rc;
 }
 
 void cb_snapimage_answer(const cb_options_t *o, const char *line) {
