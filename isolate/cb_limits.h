@@ -12,6 +12,7 @@
 /* ---- shared ---------------------------------------------------------- */
 #define CB_LOG_LINE_MAX 2048 /* one log line, truncated beyond */
 #define CB_PATH_MAX     4096 /* any path we build */
+#define CB_SCM_FDS_MAX  32   /* fds one of our unix-socket messages carries (SCM_RIGHTS) */
 
 /* ---- names from the sandbox (isolate/names.c) ------------------------ */
 #define CB_NAMES_NAME_MAX      255  /* bytes of one name (NAME_MAX) */

@@ -298,25 +298,25 @@ void cb_cgroup_destroy(cb_cgroup_t **self_p) {
 
 /* ---- names and owners ------------------------------------------------------ */
 
-int cb_cgroup_kernel_name(pid_t pid, char *buf, size_t len) {
+/* The group name of one kind for pid, which names it with its start time
+ * (a reused pid is another owner).  0 ok, -1. */
+static int s_name(const char *kind, pid_t pid, char *buf, size_t len) {
     unsigned long long st = cb_proc_start_time(pid);
     if (st == 0) return -1;
-    int n = snprintf(buf, len, CB_CGROUP_KERNEL_FMT, (long) pid, st);
+    int n = snprintf(buf, len, CB_CGROUP_NAME_FMT, kind, (long) pid, st);
     return n < 0 || (size_t) n >= len ? -1 : 0;
+}
+
+int cb_cgroup_kernel_name(pid_t pid, char *buf, size_t len) {
+    return s_name(CB_CGROUP_KIND_KERNEL, pid, buf, len);
 }
 
 int cb_cgroup_warm_name(pid_t pid, char *buf, size_t len) {
-    unsigned long long st = cb_proc_start_time(pid);
-    if (st == 0) return -1;
-    int n = snprintf(buf, len, CB_CGROUP_WARM_FMT, (long) pid, st);
-    return n < 0 || (size_t) n >= len ? -1 : 0;
+    return s_name(CB_CGROUP_KIND_WARM, pid, buf, len);
 }
 
 int cb_cgroup_launcher_name(pid_t pid, char *buf, size_t len) {
-    unsigned long long st = cb_proc_start_time(pid);
-    if (st == 0) return -1;
-    int n = snprintf(buf, len, CB_CGROUP_NAME_FMT, (long) pid, st);
-    return n < 0 || (size_t) n >= len ? -1 : 0;
+    return s_name(CB_CGROUP_KIND_LAUNCHER, pid, buf, len);
 }
 
 /* Parses decimal digits at *p (at least one, no sign, no overflow). */

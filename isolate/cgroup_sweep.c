@@ -53,7 +53,8 @@ static int s_sweep_children(const char *dir, bool all_children, int depth, bool 
         seen++;
         cb_cgroup_owner_t o = cb_cgroup_owner(e->d_name);
         bool kernel_parent =
-            strncmp(e->d_name, CB_CGROUP_NAME_PREFIX "k", sizeof CB_CGROUP_NAME_PREFIX) == 0;
+            strncmp(e->d_name, CB_CGROUP_NAME_PREFIX CB_CGROUP_KIND_KERNEL,
+                    sizeof CB_CGROUP_NAME_PREFIX CB_CGROUP_KIND_KERNEL - 1) == 0;
         if (o == CB_OWNER_ALIVE && kernel_parent && !all_children && depth > 1) {
             /* a live kernel's parent: only the groups its killed launchers left */
             cb_autofree char *child = cb_cg_join(dir, e->d_name);

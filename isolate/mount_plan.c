@@ -361,9 +361,10 @@ int cb_mount_plan_copy_files(cb_mount_plan_t *p, const char *sandbox, const char
         }
         int fd = open(hosts[i], O_RDONLY | O_CLOEXEC | O_NOCTTY);
         struct stat st;
-        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        bool stated = fd >= 0 && fstat(fd, &st) == 0;
+        if (!stated || !S_ISREG(st.st_mode) ||
             (size_t) st.st_size > CB_SANDBOX_COPY_FD_BYTES_MAX - bytes) {
-            int e = fd < 0 ? errno : S_ISREG(st.st_mode) ? E2BIG : EINVAL;
+            int e = !stated ? errno : S_ISREG(st.st_mode) ? E2BIG : EINVAL;
             if (fd >= 0) close(fd);
             errno = e;
             PLOG_E("copying %s (a regular file, at most %u bytes in all)", hosts[i],

@@ -93,9 +93,10 @@
 /* ---- cgroups ----------------------------------------------------------- */
 #define CB_CGROUP_ROOT              "/sys/fs/cgroup"      /* where controllers are mounted */
 #define CB_CGROUP_NAME_PREFIX       "cellblock-"          /* every group we make */
-#define CB_CGROUP_NAME_FMT          "cellblock-%ld-%llu"  /* a launcher's: pid, start time */
-#define CB_CGROUP_KERNEL_FMT        "cellblock-k%ld-%llu" /* a kernel's parent: pid, start */
-#define CB_CGROUP_WARM_FMT          "cellblock-w%ld-%llu" /* a warm template's: supervisor */
+#define CB_CGROUP_NAME_FMT          "cellblock-%s%ld-%llu" /* kind, pid, start time: */
+#define CB_CGROUP_KIND_LAUNCHER     ""                     /* ... a launcher's group */
+#define CB_CGROUP_KIND_KERNEL       "k"                    /* ... a kernel's parent */
+#define CB_CGROUP_KIND_WARM         "w"                    /* ... a warm template's (supervisor) */
 #define CB_CGROUP_LEGACY_COMM       "cellblock-launc"     /* comm of a launcher (15 chars) */
 #define CB_CGROUP_CREATE_TRIES      8                     /* parent vanished: mkdir again */
 #define CB_CGROUP_SWEEP_DEPTH       3                     /* kernel/launcher/stray */

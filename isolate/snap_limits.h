@@ -9,6 +9,9 @@
 
 #include "isolate/sandbox_limits.h"
 
+#define CB_SNAP_STR(x)  CB_SNAP_STR2(x) /* a constant below as a string literal */
+#define CB_SNAP_STR2(x) #x
+
 /* ---- what a session may keep ------------------------------------------------ */
 #define CB_SNAP_MAX      8  /* checkpoints in place a session holds at once */
 #define CB_SNAP_SLOTS    (CB_SNAP_MAX + 1) /* the agent's: one more while a name is replaced */
@@ -18,6 +21,7 @@
 #define CB_IMAGE_DIR_ROOT "/var/lib/cellblock/images"   /* the store when the kernel is root */
 #define CB_IMAGE_DIR_USER ".local/share/cellblock/images" /* ... else below $HOME */
 #define CB_IMAGE_ID_HEX   32                             /* an image's id: 16 random bytes */
+#define CB_IMAGE_ID_SCAN  "%" CB_SNAP_STR(CB_IMAGE_ID_HEX) "s" /* sscanf of one into [HEX + 1] */
 #define CB_IMAGE_KEY_LEN  32                             /* the store's MAC key (never in a sandbox) */
 #define CB_IMAGE_MANIFEST_MAX (16u << 20) /* bytes of its manifest (every file of the home) */
 #define CB_IMAGE_SLACK_MB 64 /* an image may exceed memory + 2 x disk by this much */

@@ -2,6 +2,7 @@
  * util.c - EINTR-safe fd helpers shared by the kernel, launcher and tests.
  */
 #include "isolate/util.h"
+#include "isolate/cb_limits.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,22 +65,26 @@ int cb_set_nonblock(int fd, int on) {
     return fcntl(fd, F_SETFL, fl);
 }
 
-int cb_send_with_fd(int sock, const void *buf, size_t len, int fd) {
+int cb_send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t n) {
+    if (n > CB_SCM_FDS_MAX) {
+        errno = E2BIG;
+        return -1;
+    }
     struct iovec iov = {.iov_base = (void *) buf, .iov_len = len};
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     union {
         struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * CB_SCM_FDS_MAX)];
     } cm;
-    if (fd >= 0) {
+    if (n > 0) {
         memset(&cm, 0, sizeof cm);
         mh.msg_control = cm.buf;
-        mh.msg_controllen = sizeof cm.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
     }
     for (;;) {
         if (sendmsg(sock, &mh, MSG_NOSIGNAL) >= 0) return 0;
@@ -87,15 +92,20 @@ int cb_send_with_fd(int sock, const void *buf, size_t len, int fd) {
     }
 }
 
-ssize_t cb_recv_with_fd(int sock, void *buf, size_t len, int *fd, int flags) {
+int cb_send_with_fd(int sock, const void *buf, size_t len, int fd) {
+    return cb_send_with_fds(sock, buf, len, &fd, fd >= 0 ? 1 : 0);
+}
+
+ssize_t cb_recv_with_fds(int sock, void *buf, size_t len, int *fds, size_t max, size_t *n,
+                         int flags) {
     union {
         struct cmsghdr align;
-        char space[CMSG_SPACE(sizeof(int))];
+        char space[CMSG_SPACE(sizeof(int) * CB_SCM_FDS_MAX)];
     } cm;
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     struct msghdr mh = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.space, .msg_controllen = sizeof cm};
-    *fd = -1;
+    *n = 0;
     ssize_t r;
     do
         r = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
@@ -106,13 +116,27 @@ ssize_t cb_recv_with_fd(int sock, void *buf, size_t len, int *fd, int flags) {
         for (size_t i = 0; i < k; i++) {
             int got;
             memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
-            if (*fd < 0)
-                *fd = got;
+            if (*n < max && *n < CB_SCM_FDS_MAX)
+                fds[(*n)++] = got;
             else
                 close(got);
         }
     }
     return r;
+}
+
+ssize_t cb_recv_with_fd(int sock, void *buf, size_t len, int *fd, int flags) {
+    size_t n = 0;
+    ssize_t r = cb_recv_with_fds(sock, buf, len, fd, 1, &n, flags);
+    if (n == 0) *fd = -1;
+    return r;
+}
+
+int cb_recv_line_with_fd(int sock, char *buf, size_t len, int *fd) {
+    ssize_t r = cb_recv_with_fd(sock, buf, len - 1, fd, MSG_DONTWAIT);
+    if (r < 0) return -1;
+    buf[r] = '\0';
+    return (int) r;
 }
 
 void cb_fmt_why(char *buf, size_t len, const char *fmt, ...) {

@@ -40,15 +40,25 @@ int cb_read_all(int fd, void *buf, size_t len);
 /* A DIR stream over the directory open at dfd, with its own descriptor and
  * offset (dfd stays usable for *at calls); closedir it.  NULL with errno. */
 DIR *cb_opendir_at(int dfd);
-/* Sends len bytes as one message on a unix socket, with fd attached by
- * SCM_RIGHTS when fd >= 0.  Retries EINTR; no allocation (safe between clone
- * and exec).  0 ok, -1 errno. */
+/* Sends len bytes as one message on a unix socket, with the n fds (at most
+ * CB_SCM_FDS_MAX) attached by SCM_RIGHTS.  Retries EINTR; no allocation
+ * (safe between clone and exec).  0 ok, -1 errno (E2BIG: too many fds). */
+int cb_send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t n);
+/* The same with one fd, or none when fd < 0. */
 int cb_send_with_fd(int sock, const void *buf, size_t len, int fd);
 /* Receives one message (at most len bytes) on a unix socket, and the first
- * fd it carries by SCM_RIGHTS into *fd (-1 when none; others are closed).
- * flags as recvmsg's (MSG_CMSG_CLOEXEC is added); retries EINTR; no
- * allocation.  >0 bytes, 0 the peer closed, -1 errno (EAGAIN: nothing now). */
+ * max fds it carries by SCM_RIGHTS (at most CB_SCM_FDS_MAX) into fds, *n
+ * of them (the others are closed).  flags as recvmsg's (MSG_CMSG_CLOEXEC is
+ * added); retries EINTR; no allocation.  >0 bytes, 0 the peer closed, -1
+ * errno (EAGAIN: nothing now); *n fds kept either way (0 on error). */
+ssize_t cb_recv_with_fds(int sock, void *buf, size_t len, int *fds, size_t max, size_t *n,
+                         int flags);
+/* The same for the first fd only, into *fd (-1 when none). */
 ssize_t cb_recv_with_fd(int sock, void *buf, size_t len, int *fd, int flags);
+/* cb_recv_with_fd of one datagram that is a line of text, without waiting:
+ * buf (len > 0) is NUL-terminated, *fd as above.  >0 its length, 0 the
+ * peer closed, -1 errno (EAGAIN: nothing now). */
+int cb_recv_line_with_fd(int sock, char *buf, size_t len, int *fd);
 /* Formats a reason into buf (len bytes, always terminated); for the
  * "why" out-parameters of the isolate modules. */
 void cb_fmt_why(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

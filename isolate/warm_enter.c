@@ -50,7 +50,7 @@
 #define S_ADOPT_POLL_NS  50000L /* between looks at getppid() while P exits */
 #define S_ADOPT_MS       1000   /* P exits within this */
 #define S_FD_PARK        64     /* the runner's fds are parked here before dup2 */
-#define S_ERR_SLOT       90     /* where R keeps the error pipe until Python closes it */
+#define S_ERR_SLOT       90     /* R keeps the error pipe at or above this until Python closes it */
 #define S_OOM_ADJ_MAX    16     /* "-1000\n" */
 #define S_PID_MAX        16     /* a pid in decimal */
 #define S_HANDSHAKE_BYTE 'r'
@@ -153,26 +153,13 @@ static struct {
 
 static void s_join_fs(int conn, int errfd) {
     cb_warm_fs_t *m = &s_fs.m;
-    struct iovec iov = {.iov_base = &s_fs, .iov_len = sizeof s_fs};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * CB_WARM_FS_FDS)];
-    } cm;
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-    ssize_t r;
-    do
-        r = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
-    int fds[CB_WARM_FS_FDS] = {-1, -1};
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof fds))
-            memcpy(fds, CMSG_DATA(c), sizeof fds);
+    int fds[CB_WARM_FS_FDS];
+    size_t got = 0;
+    ssize_t r = cb_recv_with_fds(conn, &s_fs, sizeof s_fs, fds, CB_WARM_FS_FDS, &got, 0);
     if (r < (ssize_t) sizeof *m || m->magic != CB_WARM_FS_MAGIC || m->filter_len == 0 ||
         m->filter_len > CB_WARM_FILTER_MAX ||
-        (size_t) r != sizeof *m + m->filter_len * sizeof(struct sock_filter) || fds[0] < 0 ||
-        fds[1] < 0) {
+        (size_t) r != sizeof *m + m->filter_len * sizeof(struct sock_filter) ||
+        got != CB_WARM_FS_FDS) {
         if (r >= 0) errno = EPROTO;
         cb_child_fail(errfd, CB_STEP_WARM, CB_WARM_STAGE_REQUEST);
     }
@@ -213,9 +200,11 @@ static void s_handshake(int sock, int errfd) {
     }
 }
 
-/* fds 0..n-1 from the request, the error pipe at S_ERR_SLOT, nothing else
- * (the template's own fds included: Python forgets them, cb_warm.py).
- * Returns the error pipe's new number. */
+/* fds 0..n-1 from the request, the error pipe at S_ERR_SLOT or above,
+ * nothing else (the template's own fds included: Python forgets them,
+ * cb_warm.py).  Returns the error pipe's new number.  F_DUPFD, never dup3
+ * onto a fixed number: the template's fds and the parked ones may already
+ * sit there (and dup3 of an fd onto itself is EINVAL). */
 static int s_fds(const cb_warm_req_t *q, const int *fds, int errfd) {
     int parked[CB_WARM_RUNNER_FDS];
     const int *src = fds + CB_WARM_FD_FIXED;
@@ -223,13 +212,13 @@ static int s_fds(const cb_warm_req_t *q, const int *fds, int errfd) {
         parked[i] = fcntl(src[i], F_DUPFD_CLOEXEC, S_FD_PARK);
         if (parked[i] < 0) cb_child_fail(errfd, CB_STEP_WARM, CB_WARM_STAGE_FDS);
     }
-    if (dup3(errfd, S_ERR_SLOT, O_CLOEXEC) < 0)
-        cb_child_fail(errfd, CB_STEP_WARM, CB_WARM_STAGE_FDS);
-    errfd = S_ERR_SLOT;
+    int moved = fcntl(errfd, F_DUPFD_CLOEXEC, S_ERR_SLOT);
+    if (moved < 0) cb_child_fail(errfd, CB_STEP_WARM, CB_WARM_STAGE_FDS);
+    errfd = moved;
     for (uint32_t i = 0; i < q->n_runner_fds; i++)
         if (dup2(parked[i], (int) i) < 0) cb_child_fail(errfd, CB_STEP_WARM, CB_WARM_STAGE_FDS);
-    if (syscall(SYS_close_range, q->n_runner_fds, S_ERR_SLOT - 1, 0) < 0 ||
-        syscall(SYS_close_range, S_ERR_SLOT + 1, ~0U, 0) < 0)
+    if (syscall(SYS_close_range, q->n_runner_fds, (unsigned) errfd - 1, 0) < 0 ||
+        syscall(SYS_close_range, (unsigned) errfd + 1, ~0U, 0) < 0)
         cb_child_fail(errfd, CB_STEP_FDS, -1);
     return errfd;
 }

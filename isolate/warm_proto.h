@@ -6,13 +6,14 @@
  * One request per connection, on a SOCK_SEQPACKET unix socket in a 0700
  * runtime directory, both peers checked with SO_PEERCRED, in two messages.
  * The first, sent as soon as the sandbox's namespaces exist: the fixed
- * header below followed by the seccomp filter's instructions, and the fds
- * in the order of cb_warm_fd_t, then the runner's fds (slots
- * 0..n_runner_fds-1), then one cgroup.procs file per hierarchy.  The second,
- * once init has built the file system and rooted its cgroup namespace: a
- * cb_warm_fs_t with the two namespaces that then exist as they will stay
- * (cb_warm_fs_fd_t).  So the fork into the pid namespace happens while init
- * is still building the file system.  The launcher and the shared
+ * header below (cb_warm_req_t, nothing after it), and the fds in the order
+ * of cb_warm_fd_t, then the runner's fds (slots 0..n_runner_fds-1), then
+ * one cgroup.procs file per hierarchy.  The second, once init has built the
+ * file system and rooted its cgroup namespace: a cb_warm_fs_t followed by
+ * the seccomp filter's instructions (built by the launcher meanwhile), with
+ * the two namespaces that then exist as they will stay (cb_warm_fs_fd_t).
+ * So the fork into the pid namespace happens while init is still building
+ * the file system.  The launcher and the shared
  * object are built from the same tree and the key names the build (it hashes
  * the shared object's identity), so the layout is checked by magic, version
  * and sizes, never negotiated.  The reply is a cb_warm_reply_t.

@@ -77,12 +77,13 @@ static int s_check_ro_bind(const char *v, char *err, size_t len) {
     return 0;
 }
 
-/* --resume: an image id (32 lowercase hex digits) or an absolute directory. */
+/* --resume: an image id (lowercase hex digits) or an absolute directory. */
 static int s_check_image(const char *v, char *err, size_t len) {
     size_t n = strlen(v), hex = strspn(v, "0123456789abcdef");
-    if ((n == 32 && hex == 32) || (v[0] == '/' && s_abs_clean(v))) return 0;
-    return s_fail(err, len, "'%.64s' is neither an image id (32 hex digits) nor an absolute path",
-                  v);
+    if ((n == CB_IMAGE_ID_HEX && hex == n) || (v[0] == '/' && s_abs_clean(v))) return 0;
+    return s_fail(err, len,
+                  "'%.64s' is neither an image id (%d hex digits) nor an absolute path", v,
+                  CB_IMAGE_ID_HEX);
 }
 
 static int s_check_uid_range(const char *v, char *err, size_t len) {

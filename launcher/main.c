@@ -189,7 +189,7 @@ static void s_on_signal(s_launcher_t *L) {
 static void s_on_command(s_launcher_t *L) {
     char line[S_COMMAND_MAX];
     int fd = -1;
-    int r = cb_sandbox_snap_recv(CB_FD_REPORT, line, sizeof line, &fd);
+    int r = cb_recv_line_with_fd(CB_FD_REPORT, line, sizeof line, &fd);
     if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (r <= 0) {
         L->commands_closed = true;

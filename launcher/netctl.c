@@ -40,27 +40,7 @@ long cb_np_call(cb_netproxy_t *np, const char *req, const int *fds, size_t n_fds
     while (recv(np->ctl, stale, sizeof stale, MSG_DONTWAIT) > 0) {
         /* an answer that came too late, or a restarted proxy's CA: dropped */
     }
-    union {
-        struct cmsghdr align;
-        char b[CMSG_SPACE(sizeof(int) * (CB_PROXY_LISTENERS + CB_PROXY_FORWARDS_MAX))];
-    } cm;
-    memset(&cm, 0, sizeof cm);
-    struct iovec iov = {.iov_base = (void *) req, .iov_len = strlen(req)};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (n_fds > 0) {
-        mh.msg_control = cm.b;
-        mh.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
-        memcpy(CMSG_DATA(c), fds, n_fds * sizeof(int));
-    }
-    ssize_t w;
-    do
-        w = sendmsg(np->ctl, &mh, MSG_NOSIGNAL);
-    while (w < 0 && errno == EINTR);
-    if (w < 0) {
+    if (cb_send_with_fds(np->ctl, req, strlen(req), fds, n_fds) < 0) {
         cb_fmt_why(why, why_len, "the egress proxy's control socket: %s", strerror(errno));
         return -1;
     }

@@ -332,31 +332,10 @@ int cb_netproxy_start(cb_netproxy_t *np, char *err, size_t err_len) {
     s_close_fd(&np->sv[1]); /* init's end: a recv below must not wait on our own copy */
     int fds[CB_PROXY_LISTENERS + CB_PROXY_FORWARDS_MAX];
     cb_np_listen_msg_t msg = {0};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof fds)];
-    } cm;
-    struct iovec iov = {.iov_base = &msg, .iov_len = sizeof msg};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-    ssize_t r;
-    do
-        r = recvmsg(np->sv[0], &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
-    s_close_fd(&np->sv[0]);
     size_t got = 0;
-    for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            if (got < sizeof fds / sizeof fds[0])
-                fds[got++] = fd;
-            else
-                close(fd);
-        }
-    }
+    ssize_t r = cb_recv_with_fds(np->sv[0], &msg, sizeof msg, fds, sizeof fds / sizeof fds[0],
+                                 &got, MSG_DONTWAIT);
+    s_close_fd(&np->sv[0]);
     bool shape = r == (ssize_t) sizeof msg && msg.n_proxy > 0 &&
                  msg.n_proxy <= CB_PROXY_LISTENERS && msg.n_fwd >= 0 &&
                  (size_t) msg.n_fwd <= np->n_fwd && (size_t) (msg.n_proxy + msg.n_fwd) == got;

@@ -14,7 +14,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "isolate/cb_limits.h"
+#include "isolate/util.h"
 #include "launcher/netproxy_priv.h"
+
+_Static_assert(CB_PROXY_LISTENERS + CB_PROXY_FORWARDS_MAX <= CB_SCM_FDS_MAX,
+               "the listeners fit one message");
 
 static int s_tcp_listener(const cb_ipaddr_t *ip, uint16_t port) {
     int s = socket(ip->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -83,26 +88,7 @@ int cb_netproxy_child_listen(const cb_netproxy_t *np) {
     if (mount(NULL, CB_PROXY_SOCK_DIR, NULL,
               MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
         goto out;
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof fds)];
-    } cm;
-    memset(&cm, 0, sizeof cm);
-    struct iovec iov = {.iov_base = &msg, .iov_len = sizeof msg};
-    struct msghdr mh = {.msg_iov = &iov,
-                        .msg_iovlen = 1,
-                        .msg_control = cm.buf,
-                        .msg_controllen = CMSG_SPACE((size_t) n * sizeof(int))};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN((size_t) n * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, (size_t) n * sizeof(int));
-    ssize_t w;
-    do
-        w = sendmsg(np->sv[1], &mh, MSG_NOSIGNAL);
-    while (w < 0 && errno == EINTR);
-    rc = w < 0 ? -1 : 0;
+    rc = cb_send_with_fds(np->sv[1], &msg, sizeof msg, fds, (size_t) n);
 out:;
     int e = errno;
     /* init keeps none of them: the runner, forked next, must not be able to

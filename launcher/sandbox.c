@@ -121,30 +121,16 @@ static void s_child_error(cb_sandbox_t *sb, const cb_child_err_t *e) {
               hint[0] != '\0' ? "; " : "", hint);
 }
 
+/* One message from init, and the fd it carries (closed when got_fd is
+ * NULL).  1 ok, 0 init closed, -1 errno (EPROTO: not a whole message). */
 static int s_recv_msg(int fd, cb_sb_msg_t *m, int *got_fd) {
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } cm;
-    struct iovec iov = {.iov_base = m, .iov_len = sizeof *m};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-    if (got_fd) *got_fd = -1;
-    ssize_t r;
-    do
-        r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
+    int f = -1;
+    ssize_t r = cb_recv_with_fd(fd, m, sizeof *m, &f, 0);
+    if (got_fd != NULL)
+        *got_fd = f;
+    else if (f >= 0)
+        close(f);
     if (r <= 0) return (int) r;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            int f;
-            memcpy(&f, CMSG_DATA(c), sizeof f);
-            if (got_fd)
-                *got_fd = f;
-            else
-                close(f);
-        }
-    }
     if ((size_t) r != sizeof *m) {
         errno = EPROTO;
         return -1;

@@ -48,9 +48,6 @@ void cb_sandbox_on_ready(cb_sandbox_t *self);
  * kernel as `snap LINE`.  fd (-1 = none) travels with it (SCM_RIGHTS).
  * 0 ok, -1 errno. */
 int cb_sandbox_snap_command(cb_sandbox_t *self, const char *line, int fd);
-/* One datagram (a line, NUL-terminated) and the fd it carries (*fd -1 if
- * none): >0 its length, 0 the peer closed, -1 nothing now or an error. */
-int cb_sandbox_snap_recv(int sock, char *buf, size_t len, int *fd);
 /* Runner's wait status (replaces *status when init reported one), and
  * whether the memory cgroup OOM-killed; *reason may be set. */
 void cb_sandbox_exit_status(cb_sandbox_t *self, int *status, bool *oom, const char **reason);

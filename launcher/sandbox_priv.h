@@ -1,10 +1,12 @@
 /*
- * sandbox_priv.h - what the three parts of the namespaces sandbox share:
+ * sandbox_priv.h - what the parts of the namespaces sandbox share:
  *
  *   sandbox.c         the launcher side: start, supervision, teardown
  *   sandbox_plan.c    planning: mounts, ids, exec plan, seccomp, cgroup, banner
  *   sandbox_init.c    inside: the sandbox's init and the runner's last steps
  *                     before execve (no malloc, no stdio, no logging)
+ *   sandbox_snap.c    checkpoints in place: init as their agent, and the
+ *                     launcher relaying the kernel's commands to it
  *   warm.c, warm_tpl.c  a warm start: the runner from a template (warm.h)
  *
  * Only these files include it.

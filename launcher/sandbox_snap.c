@@ -59,15 +59,6 @@ int cb_sandbox_snap_command(cb_sandbox_t *sb, const char *line, int fd) {
     return cb_send_with_fd(sb->ctl, line, n, fd);
 }
 
-/* One datagram (a line) and the fd it carries, if any (*fd -1 otherwise).
- * >0 bytes, 0 the peer closed, -1 nothing now or an error. */
-int cb_sandbox_snap_recv(int sock, char *buf, size_t len, int *fd) {
-    ssize_t r = cb_recv_with_fd(sock, buf, len - 1, fd, MSG_DONTWAIT);
-    if (r < 0) return -1;
-    buf[r] = '\0';
-    return (int) r;
-}
-
 /* ---- inside: init (no malloc, no stdio, no logging) ------------------------------- */
 
 /* The checkpoint store: a detached tmpfs of --disk MiB.  -1 with *why. */
@@ -166,7 +157,7 @@ __attribute__((noreturn)) void cb_sb_init_supervise(const cb_sandbox_t *sb, int 
         if (pf[1].revents & (POLLHUP | POLLERR)) s_end(ctl, SIGKILL); /* launcher gone */
         if (pf[1].revents & POLLIN) {
             char line[CB_SNAP_LINE_MAX];
-            int fd, r = cb_sandbox_snap_recv(ctl, line, sizeof line, &fd);
+            int fd, r = cb_recv_line_with_fd(ctl, line, sizeof line, &fd);
             if (r == 0) s_end(ctl, SIGKILL);
             if (r > 0 && tier >= 0)
                 (void) cb_send_with_fd(tier, line, (size_t) r, fd); /* the tier's business */
@@ -176,7 +167,7 @@ __attribute__((noreturn)) void cb_sb_init_supervise(const cb_sandbox_t *sb, int 
         }
         if (pf[2].revents & POLLIN) { /* the tier's answers, relayed as they are */
             char line[CB_SNAP_LINE_MAX];
-            int fd, r = cb_sandbox_snap_recv(tier, line, sizeof line, &fd);
+            int fd, r = cb_recv_line_with_fd(tier, line, sizeof line, &fd);
             if (fd >= 0) close(fd);
             if (r > 0) s_say(&s_ctl, line);
         }

@@ -38,7 +38,7 @@
 #define S_READ_CHUNK (1u << 20) /* bytes hashed at once */
 
 static int s_pause_fd = -1;      /* the image being written (a copy of the kernel's fd) */
-static char s_pause_id[40] = ""; /* its id */
+static char s_pause_id[CB_IMAGE_ID_HEX + 1] = ""; /* its id */
 
 /* ---- the key ------------------------------------------------------------------------ */
 
@@ -232,18 +232,26 @@ static int s_seal(const cb_options_t *o, int imgfd, uint64_t *bytes, char *why, 
 }
 
 int cb_snapimage_command(cb_sandbox_t *sb, const char *line, int fd) {
-    char id[40];
-    if (sscanf(line, "pause %39s", id) == 1 && fd >= 0) {
+    char id[CB_IMAGE_ID_HEX + 1];
+    bool is_pause = sscanf(line, "pause " CB_IMAGE_ID_SCAN, id) == 1 && fd >= 0;
+    if (is_pause) {
         if (s_pause_fd >= 0) close(s_pause_fd);
         s_pause_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         snprintf(s_pause_id, sizeof s_pause_id, "%s", id);
     }
-    return cb_sandbox_snap_command(sb, line, fd);
+    int rc = cb_sandbox_snap_command(sb, line, fd);
+    if (rc < 0 && is_pause && s_pause_fd >= 0) { /* this pause is not coming: its fd goes now */
+        int e = errno;
+        close(s_pause_fd);
+        s_pause_fd = -1;
+        errno = e;
+    }
+    return rc;
 }
 
 void cb_snapimage_answer(const cb_options_t *o, const char *line) {
-    char id[40];
-    if (sscanf(line, "paused %39s", id) != 1) {
+    char id[CB_IMAGE_ID_HEX + 1];
+    if (sscanf(line, "paused " CB_IMAGE_ID_SCAN, id) != 1) {
         (void) cb_report("snap %s", line);
         return;
     }

@@ -53,6 +53,7 @@
 #include "launcher/warm_limits.h"
 
 _Static_assert(RLIM_NLIMITS <= CB_WARM_RLIMITS_ALL, "CB_WARM_RLIMITS_ALL below RLIM_NLIMITS");
+_Static_assert(CB_WARM_FDS_MAX <= CB_SCM_FDS_MAX, "a request's fds fit one message");
 
 struct cb_warm {
     bool on;                          /* this start goes to the template */
@@ -322,29 +323,6 @@ static int s_open_ns(pid_t init, const char *name) {
     return open(path, O_RDONLY | O_CLOEXEC);
 }
 
-static int s_sendmsg(int sock, const void *buf, size_t len, const int *fds, size_t n) {
-    struct iovec iov = {.iov_base = (void *) buf, .iov_len = len};
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * CB_WARM_FDS_MAX)];
-    } cm;
-    memset(&cm, 0, sizeof cm);
-    struct msghdr mh = {.msg_iov = &iov,
-                        .msg_iovlen = 1,
-                        .msg_control = cm.buf,
-                        .msg_controllen = CMSG_SPACE(sizeof(int) * n)};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-    memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
-    ssize_t r;
-    do
-        r = sendmsg(sock, &mh, MSG_NOSIGNAL);
-    while (r < 0 && errno == EINTR);
-    return r == (ssize_t) len ? 0 : -1;
-}
-
 int cb_warm_send(cb_warm_t *w, const cb_sandbox_t *sb, pid_t init) {
     static const char *const ns[] = {"net", "user", "ipc", "uts", "pid"};
     _Static_assert(sizeof ns / sizeof ns[0] == CB_WARM_FD_FIXED - CB_WARM_FD_NET, "ns fds");
@@ -400,7 +378,7 @@ int cb_warm_send(cb_warm_t *w, const cb_sandbox_t *sb, pid_t init) {
         q->n_cgroup_fds = (uint32_t) k;
         n += (size_t) k;
     }
-    if (s_sendmsg(w->sock, q, len, fds, n) < 0) {
+    if (cb_send_with_fds(w->sock, q, len, fds, n) < 0) {
         s_why(w, "sending the request to the template: %s", strerror(errno));
         w->retire = true;
         goto out;
@@ -441,7 +419,7 @@ int cb_warm_send_fs(cb_warm_t *w, const cb_sandbox_t *sb) {
             s_why(w, "/proc/%ld/ns/%s: %s", (long) sb->init, ns[i], strerror(errno));
             goto out;
         }
-    if (s_sendmsg(w->sock, m, len, fds, CB_WARM_FS_FDS) < 0) {
+    if (cb_send_with_fds(w->sock, m, len, fds, CB_WARM_FS_FDS) < 0) {
         s_why(w, "sending the file system's namespaces: %s", strerror(errno));
         goto out;
     }

@@ -53,7 +53,7 @@
 #include "isolate/snap_limits.h"
 #include "isolate/util.h"
 
-enum { S_ERR_STATE = 1, S_ERR_CONFIG = 2, S_ERR_EXEC = 3, S_ERR_NULL = 4, S_ERR_IMAGE = 5 };
+enum { S_ERR_STATE = 1, S_ERR_CONFIG = 2, S_ERR_EXEC = 3, S_ERR_IMAGE = 5 };
 
 static const char *const s_bin_dirs[] = {
     "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", NULL};
@@ -373,8 +373,6 @@ void cb_gvisor_run(const cb_gvisor_t *g, int errfd) {
     nofile.rlim_cur = nofile.rlim_max; /* raising the hard limit needs CAP_SYS_RESOURCE */
     if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
         s_fail(errfd, S_ERR_STATE);
-    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull < 0) s_fail(errfd, S_ERR_NULL);
     int rootless = s_in_userns() ? 1 : 0;
     static cb_gvisor_dbg_t dbg; /* the debugger's channel, copied (gvisor_dbg.c) */
     if (cb_gvisor_dbg_open(&dbg, g->opts->debug_channel) < 0) s_fail(errfd, S_ERR_STATE);
@@ -387,6 +385,5 @@ void cb_gvisor_run(const cb_gvisor_t *g, int errfd) {
     if (run < 0) s_fail(errfd, S_ERR_EXEC);
     close(errfd); /* EOF: the launcher reports `started` */
     close(CB_FD_EVENT);
-    (void) devnull;
     cb_gvisor_supervise(g, run, rootless, &dbg);
 }

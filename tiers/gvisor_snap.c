@@ -47,14 +47,6 @@ static void s_say(const char *fmt, ...) {
     if (n > 0) (void) cb_send_with_fd(ctl, line, strlen(line), -1);
 }
 
-/* One command line and the fd it carries (-1 none).  >0, 0 closed, -1 none now. */
-static int s_recv(int sock, char *buf, size_t len, int *fd) {
-    ssize_t r = cb_recv_with_fd(sock, buf, len - 1, fd, MSG_DONTWAIT);
-    if (r < 0) return -1;
-    buf[r] = '\0';
-    return (int) r;
-}
-
 /* The home (stopped: nothing writes it now) into the image directory. */
 static int s_save_home(int dir, char *why, size_t len) {
     cb_snap_tree_t t = {.own = true};
@@ -82,7 +74,7 @@ int cb_gvisor_restore_home(const cb_gvisor_t *g) {
 typedef struct {
     pid_t pid;    /* runsc checkpoint, -1 when none */
     int dir;      /* the image directory */
-    char id[40];  /* the kernel's id of the image */
+    char id[CB_IMAGE_ID_HEX + 1]; /* the kernel's id of the image */
     bool waiting; /* for init to hang up the debugger's host socket first */
 } s_pause_t;
 
@@ -214,8 +206,8 @@ static void s_pause_start(const cb_gvisor_t *g, int rootless, s_pause_t *p, cb_g
 
 static void s_command(const cb_gvisor_t *g, int rootless, s_pause_t *p, cb_gvisor_dbg_t *dbg,
                       const char *line, int fd) {
-    char id[40];
-    if (sscanf(line, "pause %39s", id) == 1 && fd >= 0) {
+    char id[CB_IMAGE_ID_HEX + 1];
+    if (sscanf(line, "pause " CB_IMAGE_ID_SCAN, id) == 1 && fd >= 0) {
         s_pause_start(g, rootless, p, dbg, id, fd);
         return;
     }
@@ -251,7 +243,7 @@ void cb_gvisor_supervise(const cb_gvisor_t *g, pid_t run, int rootless, cb_gviso
         if (pf[2].revents) s_relay_read();
         if (pf[1].revents & POLLIN) {
             char line[CB_SNAP_LINE_MAX];
-            int fd, r = s_recv(ctl, line, sizeof line, &fd);
+            int fd, r = cb_recv_line_with_fd(ctl, line, sizeof line, &fd);
             if (r > 0) s_command(g, rootless, &pause, dbg, line, fd);
             if (fd >= 0) close(fd);
             if (r == 0) ctl = -1; /* init is gone: so are we, soon */

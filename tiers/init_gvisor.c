@@ -251,6 +251,11 @@ int cb_init_gvisor(int argc, char **argv) {
     int store = open(CB_SNAP_AGENT_STORE, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int park = open(CB_SNAP_PARK_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int lfd = s_listen();
+    if (lfd < 0) { /* no checkpoints, and no fd of the store in /proc/1/fd (below) */
+        if (store >= 0) close(store);
+        if (park >= 0) close(park);
+        store = park = -1;
+    }
     sigset_t all;
     sigfillset(&all);
     (void) sigprocmask(SIG_SETMASK, &all, NULL);
@@ -260,9 +265,8 @@ int cb_init_gvisor(int argc, char **argv) {
     close(CB_FD_EVENT); /* the runner holds it; its EOF must follow the runner's exit */
     if (debug) close(CB_FD_DEBUG);
     static cb_snap_agent_t agent;
-    cb_snap_agent_init(&agent, lfd < 0 ? -1 : store, lfd < 0 ? -1 : park, CB_SANDBOX_HOME, "/tmp",
-                       child, true, lfd < 0 ? "the agent's socket could not be made" : NULL, s_say,
-                       NULL);
+    cb_snap_agent_init(&agent, store, park, CB_SANDBOX_HOME, "/tmp", child, true,
+                       lfd < 0 ? "the agent's socket could not be made" : NULL, s_say, NULL);
     /* gVisor lists /proc/1/fd to any uid (its procfs: fd directories 0555, no
      * dumpability for them): between commands the store is only a path under
      * the root-only CB_SNAP_AGENT_RUN, never an fd of ours */

@@ -110,6 +110,16 @@ int cb_microvm_conf(const cb_microvm_t *m, unsigned long uid, unsigned long gid,
     return 0;
 }
 
+/* A virtio-serial port named name on the socket QEMU gets as its fd. */
+static int s_port(cb_tier_argv_t *a, const char *id, int fd, const char *name) {
+    int rc = 0;
+    rc |= cb_tier_argv_add(a, "-chardev");
+    rc |= cb_tier_argv_add(a, "socket,id=%s,fd=%d", id, fd);
+    rc |= cb_tier_argv_add(a, "-device");
+    rc |= cb_tier_argv_add(a, "virtserialport,chardev=%s,name=%s", id, name);
+    return rc;
+}
+
 int cb_microvm_qemu_argv(const cb_microvm_t *m, cb_tier_argv_t *a, bool kvm) {
     const cb_options_t *o = m->opts;
     int rc = 0; /* QEMU's fds: CB_VM_QFD_* (microvm_run.c) */
@@ -163,20 +173,9 @@ int cb_microvm_qemu_argv(const cb_microvm_t *m, cb_tier_argv_t *a, bool kvm) {
     rc |= cb_tier_argv_add(a, "-device");
     rc |= cb_tier_argv_add(a, "virtio-serial-%s,max_ports=8", bus);
     /* one port for fds 1-3: one queue, so their bytes keep their order */
-    rc |= cb_tier_argv_add(a, "-chardev");
-    rc |= cb_tier_argv_add(a, "socket,id=io,fd=%d", CB_VM_QFD_IO);
-    rc |= cb_tier_argv_add(a, "-device");
-    rc |= cb_tier_argv_add(a, "virtserialport,chardev=io,name=%s", CB_VM_PORT_IO);
-    rc |= cb_tier_argv_add(a, "-chardev");
-    rc |= cb_tier_argv_add(a, "socket,id=ctl,fd=%d", CB_VM_QFD_CTL);
-    rc |= cb_tier_argv_add(a, "-device");
-    rc |= cb_tier_argv_add(a, "virtserialport,chardev=ctl,name=%s", CB_VM_PORT_CTL);
-    if (o->debug_channel) {
-        rc |= cb_tier_argv_add(a, "-chardev");
-        rc |= cb_tier_argv_add(a, "socket,id=dbg,fd=%d", CB_VM_QFD_DEBUG);
-        rc |= cb_tier_argv_add(a, "-device");
-        rc |= cb_tier_argv_add(a, "virtserialport,chardev=dbg,name=%s", CB_VM_PORT_DEBUG);
-    }
+    rc |= s_port(a, "io", CB_VM_QFD_IO, CB_VM_PORT_IO);
+    rc |= s_port(a, "ctl", CB_VM_QFD_CTL, CB_VM_PORT_CTL);
+    if (o->debug_channel) rc |= s_port(a, "dbg", CB_VM_QFD_DEBUG, CB_VM_PORT_DEBUG);
     rc |= cb_tier_argv_add(a, "-fsdev");
     rc |=
         cb_tier_argv_add(a, "local,id=root,path=%s,security_model=none,readonly=on,multidevs=remap",

@@ -2,22 +2,22 @@
  * tier.h - isolation tiers (--isolation): which kernel the user's code talks to.
  *
  *   namespaces  the host's, behind namespaces, cgroups, seccomp and Landlock
- *               (launcher/sandbox.c alone; no tier object)
+ *               (launcher/sandbox*.c alone; no tier object)
  *   gvisor      gVisor's user-space kernel: the runner runs under `runsc`
- *               (tiers/gvisor.c)
+ *               (tiers/gvisor*.c; inside it tiers/init_gvisor.c)
  *   microvm     a guest Linux kernel: the runner runs in a QEMU micro-VM
  *               (tiers/microvm*.c, tiers/vm_demux.c; guest side in
  *               tiers/init.c, tiers/init_mux.c)
  *
  * The stronger tiers do not replace the namespaces sandbox, they run inside
- * it: sandbox.c still builds the same filesystem (read-only system dirs,
+ * it: launcher/sandbox*.c still build the same filesystem (read-only system dirs,
  * tmpfs home and /tmp sized by --disk, the runner, --ro-bind), the cgroup,
  * the pid namespace whose init tears everything down, and the working
  * directory fd the kernel collects artifacts from.  A tier only changes
  * what the runner's slot starts: instead of execve(python) it runs a small
  * supervisor that starts runsc or QEMU with fds 0-3 carried through
  * (runsc: the event socket becomes the container's stdin, which
- * tiers/init.c moves back to fd 3; QEMU: one virtio-serial port that the
+ * tiers/init_gvisor.c moves back to fd 3; QEMU: one virtio-serial port that the
  * supervisor relays to and from the very same fds, in order, tiers/vm_mux.h)
  * and turns SIGINT and the exit status into what the
  * launcher expects.  The kernel, the session driver and the runner
