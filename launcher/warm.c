@@ -51,6 +51,7 @@
 #include "launcher/report.h"
 #include "launcher/sandbox_priv.h"
 #include "launcher/warm_limits.h"
+#include "launcher/warm_trust.h"
 
 _Static_assert(RLIM_NLIMITS <= CB_WARM_RLIMITS_ALL, "CB_WARM_RLIMITS_ALL below RLIM_NLIMITS");
 _Static_assert(CB_WARM_FDS_MAX <= CB_SCM_FDS_MAX, "a request's fds fit one message");
@@ -216,6 +217,14 @@ cb_warm_t *cb_warm_new(cb_sandbox_t *sb) {
     const char *no = s_refused(sb);
     if (no != NULL) {
         s_why(w, "%s", no);
+        return w;
+    }
+    char why[CB_REPORT_LINE_MAX / 4];
+    if (cb_warm_tree_trusted(sb->opts->python, sb->opts->runner, why, sizeof why) < 0) {
+        s_why(w,
+              "a template would run the interpreter's tree as this user on the host, and "
+              "someone else can change it: %s",
+              why);
         return w;
     }
     s_so_path(w->so, sizeof w->so);

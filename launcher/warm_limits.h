@@ -34,6 +34,7 @@
 #define CB_WARM_KEY_DEPTH     2                      /* runner dir levels hashed */
 #define CB_WARM_ENDED_MAX     160                    /* bytes of <key>.ended: how the last ended */
 #define CB_WARM_EXIT_STALE    75                     /* a template's exit: its Python tree changed */
+#define CB_WARM_TRUST_ENTRIES_MAX 65536                /* entries whose owner is checked (warm_trust.c) */
 #define CB_WARM_SWEEP_AGE_S   86400                  /* files of keys untouched this long are removed */
 
 /* The template's fds at exec (runner/runner.py tells a template by fd 3). */

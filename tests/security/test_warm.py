@@ -509,6 +509,40 @@ def test_installing_a_package_makes_the_template_stale():
         shutil.rmtree(root, ignore_errors=True)
 
 
+@namespaces_only
+@pytest.mark.parametrize("how", ["another owner", "world-writable", "a .pth of another owner"])
+def test_a_tree_someone_else_can_change_starts_cold(how):
+    """A template runs the interpreter's start-up (site, .pth files) and the
+    --preload modules as root on the host: a venv another user owns, or can
+    write, would be a way to root.  Such a tree starts cold and says why;
+    the cell still runs (in the sandbox, where that code is confined)."""
+    root, site = _fake_venv()
+    tag = "CB_WARM_TEST=%s" % secrets.token_hex(6)
+    extra = ["--warm", "auto", "--env", tag, "--python", os.path.join(root, "bin", "python3")]
+    try:
+        if how == "another owner":
+            os.chown(site, 65534, 65534)
+            bad = site
+        elif how == "world-writable":
+            os.chmod(site, 0o777)
+            bad = site
+        else:
+            bad = os.path.join(site, "cbevil.pth")
+            with open(bad, "w") as f:
+                f.write("\n")
+            os.chown(bad, 65534, 65534)
+        for _ in range(2):   # the second start too: no template was built for it
+            out, why = cold_start_reason(extra)
+            assert out.strip() == "42"
+            assert why is not None and "someone else can change it: %s" % bad in why, why
+        assert not _launchers_with(tag), "a template was started for it"
+    finally:
+        for pid in _launchers_with(tag):
+            os.kill(pid, signal.SIGTERM)
+            wait_gone(pid)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 # a template build this much past the kernel's 30 s for the runner's hello
 # (kernel/bounds.h CB_RUNNER_HELLO_TIMEOUT_MS)
 SLOW_BUILD_S = 40
