@@ -162,6 +162,14 @@ int cb_signalfd_supervision(void) {
     return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+int cb_stop_pending(void) {
+    sigset_t pending;
+    if (sigpending(&pending) < 0) return 0;
+    if (sigismember(&pending, SIGTERM) == 1) return SIGTERM;
+    if (sigismember(&pending, SIGHUP) == 1) return SIGHUP;
+    return 0;
+}
+
 int64_t cb_now_ms(void) {
     struct timespec ts;
     (void) clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -67,6 +67,10 @@ void cb_fmt_why(char *buf, size_t len, const char *fmt, ...) __attribute__((form
  * (call it before any thread is created, so they inherit the mask) and
  * returns a non-blocking, close-on-exec signalfd for them, or -1 (errno). */
 int cb_signalfd_supervision(void);
+/* The signal a supervisor ends on (SIGTERM, SIGHUP) if one is pending,
+ * blocked as cb_signalfd_supervision leaves them, else 0.  Leaves it
+ * pending: for a wait that does not read the signalfd to stop early. */
+int cb_stop_pending(void);
 /* Set or clear O_NONBLOCK. 0 ok, -1 errno. */
 int cb_set_nonblock(int fd, int on);
 /* Start time of pid in clock ticks after boot (field 22 of /proc/PID/stat),

@@ -329,6 +329,7 @@ int main(int argc, char **argv) {
     }
 
     int rc;
+    bool stopped = false; /* a SIGTERM ended the start before the runner ran */
     if (L.opts.sandbox == CB_SANDBOX_NONE) {
         LOG_W("--sandbox none: user code runs UNCONFINED, with the kernel's user and files");
         cb_report_pump();
@@ -365,7 +366,11 @@ int main(int argc, char **argv) {
         if (rc < 0) {
             char why[CB_REPORT_LINE_MAX];
             cb_sandbox_error(L.sb, why, sizeof why);
-            s_fatal("%s", why);
+            stopped = cb_sandbox_stopped(L.sb); /* asked to end before anything ran */
+            if (stopped)
+                LOG_I("%s", why);
+            else
+                s_fatal("%s", why);
             if (L.sb != NULL) {
                 s_kill_all(&L);
                 if (L.child > 0) (void) waitpid(L.child, NULL, 0);
@@ -387,5 +392,5 @@ int main(int argc, char **argv) {
         LOG_W("could not remove all of %s", L.workdir);
     cb_report_pump();
     cb_options_fini(&L.opts);
-    return rc == 0 ? 0 : EXIT_FATAL;
+    return rc == 0 || stopped ? 0 : EXIT_FATAL;
 }

@@ -441,6 +441,8 @@ bool cb_sandbox_warm_failed(const cb_sandbox_t *sb) {
     return sb != NULL && cb_warm_failed(sb->warm);
 }
 
+bool cb_sandbox_stopped(const cb_sandbox_t *sb) { return sb != NULL && cb_warm_stopped(sb->warm); }
+
 void cb_sandbox_after_start(cb_sandbox_t *sb) {
     if (sb != NULL) cb_warm_after_start(sb->warm, sb);
 }

@@ -28,6 +28,9 @@ int cb_sandbox_start(cb_sandbox_t *self, pid_t *child);
 /* The start failed in its warm part (issue 21): the caller destroys it and
  * starts a cold one (--warm off), which has none. */
 bool cb_sandbox_warm_failed(const cb_sandbox_t *self);
+/* The start was given up for a SIGTERM or SIGHUP that came while it waited
+ * (--warm wait): no error, the launcher ends. */
+bool cb_sandbox_stopped(const cb_sandbox_t *self);
 /* Once the runner runs: --warm auto starts a template when there was none. */
 void cb_sandbox_after_start(cb_sandbox_t *self);
 /* --network allow: the egress proxy (borrowed; NULL = none).  Before start. */

@@ -289,6 +289,10 @@ int cb_sb_plan(cb_sandbox_t *sb) {
     /* issue 21: the runner from a template, or why not (never an error); a
      * warm start builds the filter while init builds the file system */
     sb->warm = cb_warm_new(sb);
+    if (cb_warm_stopped(sb->warm)) { /* the kernel ended meanwhile: nothing to start */
+        cb_sb_err(sb, "%s", cb_warm_why(sb->warm));
+        return -1;
+    }
     if (!cb_warm_on(sb->warm))
         CB_LOG_(o->warm == CB_WARM_OFF   ? CB_LOG_DEBUG
                 : cb_warm_died(sb->warm) ? CB_LOG_WARNING

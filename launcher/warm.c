@@ -62,6 +62,7 @@ struct cb_warm {
     bool failed;                      /* the attempt failed after clone */
     bool retire;                      /* the template itself failed: retire it */
     bool died;                        /* the last template died (killed, failed): warn */
+    int stopped;                      /* SIGTERM/SIGHUP during --warm wait: no start, 0 */
     char why[CB_REPORT_LINE_MAX / 2]; /* why cold, or how the attempt failed */
     char key[CB_WARM_KEY_LEN + 1];    /* the configuration's key */
     char so[CB_PATH_MAX];             /* libcellblock-warm.so next to the launcher */
@@ -248,6 +249,14 @@ cb_warm_t *cb_warm_new(cb_sandbox_t *sb) {
         (void) cb_report("waiting %d", CB_WARM_WAIT_MS);
         struct timespec ts = {.tv_sec = 0, .tv_nsec = CB_WARM_WAIT_POLL_MS * 1000000L};
         for (int64_t until = cb_now_ms() + CB_WARM_WAIT_MS; w->sock < 0 && cb_now_ms() < until;) {
+            /* the signalfd is read only once the sandbox runs: a kernel shut
+             * down (or dead) meanwhile must not wait for the build, which goes
+             * on for the next start */
+            if ((w->stopped = cb_stop_pending()) != 0) {
+                s_why(w, "signal %d while waiting for the template's first build: not starting",
+                      w->stopped);
+                return w;
+            }
             (void) nanosleep(&ts, NULL);
             w->sock = s_connect(w->key);
             if (w->sock < 0 && !cb_warm_busy(w->key)) break; /* its build failed */
@@ -277,6 +286,8 @@ const char *cb_warm_why(const cb_warm_t *w) { return w == NULL ? "out of memory"
 bool cb_warm_failed(const cb_warm_t *w) { return w != NULL && w->failed; }
 
 bool cb_warm_died(const cb_warm_t *w) { return w != NULL && w->died; }
+
+bool cb_warm_stopped(const cb_warm_t *w) { return w != NULL && w->stopped != 0; }
 
 /* ---- around clone ------------------------------------------------------------------ */
 

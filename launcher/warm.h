@@ -63,6 +63,9 @@ bool cb_warm_failed(const cb_warm_t *self);
 
 /* The cold start's reason is that the last template died (logged as a warning). */
 bool cb_warm_died(const cb_warm_t *self);
+/* A SIGTERM or SIGHUP came while --warm wait waited for a template (it
+ * stays pending): the launcher is to end, starting nothing (why says so). */
+bool cb_warm_stopped(const cb_warm_t *self);
 /* Once the sandbox runs: --warm auto starts a template when none answered,
  * and retires one that failed. */
 void cb_warm_after_start(cb_warm_t *self, struct cb_sandbox *sb);

@@ -583,6 +583,64 @@ def test_warm_wait_outlasts_the_hello_deadline():
         shutil.rmtree(root, ignore_errors=True)
 
 
+# how soon a launcher stopped while it waits for a template must be gone
+# (far below CB_WARM_WAIT_MS, and than the slow build below: it did not wait)
+STOP_S = 5
+
+
+@namespaces_only
+@pytest.mark.parametrize("how", ["shutdown", "kernel killed"])
+def test_warm_wait_ends_when_the_kernel_does(how):
+    """A launcher waiting (--warm wait) for a template's first build has its
+    SIGTERM blocked, to read it from a signalfd once the sandbox runs: the
+    wait must look for it, or a kernel shut down meanwhile leaves a launcher
+    that ends only when the build does (up to 180 s).  Shut down, the kernel
+    gives its launcher 2 s for a SIGTERM before a SIGKILL (which leaves the
+    launcher's cgroup behind): the launcher must end of the SIGTERM itself.
+    Killed, the kernel's death is the launcher's SIGTERM (PDEATHSIG), with
+    nobody left to kill it.  The template's build goes on (by design)."""
+    root, site = _fake_venv()
+    with open(os.path.join(site, "cbwarmslow.py"), "w") as f:
+        f.write("import time\ntime.sleep(%d)\n" % SLOW_BUILD_S)
+    tag = "CB_WARM_TEST=%s" % secrets.token_hex(6)
+    extra = ["--python", os.path.join(root, "bin", "python3"), "--preload", "cbwarmslow",
+             "--env", tag]
+    exe = os.path.join(BUILD, "libexec", "cellblock", "cellblock-launcher")
+    try:
+        with tempfile.TemporaryFile("w+") as log:
+            k = Kernel("cellblock", WARM + extra, stderr=log)
+            try:
+                kernel = k.km.provisioner.process.pid
+                launcher = None
+                end = time.monotonic() + 30
+                while launcher is None and time.monotonic() < end:
+                    launcher = next((p for p in _children(kernel)
+                                     if os.path.realpath("/proc/%d/exe" % p) == exe), None)
+                    time.sleep(0.1)
+                assert launcher is not None, "the kernel started no launcher"
+                time.sleep(3)  # a few seconds into the wait
+                assert os.path.exists("/proc/%d" % launcher)
+                assert not _children(launcher), "the launcher did not wait for the template"
+                t0 = time.monotonic()
+                if how == "shutdown":
+                    k.shutdown()
+                else:
+                    os.kill(kernel, signal.SIGKILL)
+                gone = wait_gone(launcher, STOP_S)
+                took = time.monotonic() - t0
+            finally:
+                k.shutdown()
+            log.seek(0)
+            text = log.read()
+        assert gone, "the launcher still waits %.0f s after its SIGTERM" % took
+        assert "did not exit: SIGKILL" not in text, text[-3000:]
+    finally:
+        # the template's supervisor (still building) and, on a failure, the launcher
+        for pid in _launchers_with(tag):
+            os.kill(pid, signal.SIGTERM)
+            wait_gone(pid)
+        shutil.rmtree(root, ignore_errors=True)
+
 def _launchers_with(arg):
     """Pids of this build's launchers whose command line has `arg`."""
     out = []

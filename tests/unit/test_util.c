@@ -1,11 +1,14 @@
 /* test_util.c - isolate/util.c's SCM_RIGHTS helpers: the fds a message
  * carries arrive close-on-exec, at most as many as the caller takes (the
  * rest are closed, never left open in the receiver), and a line comes back
- * NUL-terminated. */
+ * NUL-terminated.  And cb_stop_pending: a blocked SIGTERM/SIGHUP seen and
+ * left pending for the signalfd. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -81,6 +84,27 @@ int main(void) {
     errno = 0;
     TAP_EQ_INT(cb_recv_line_with_fd(sv[1], line, sizeof line, &fd), -1, "nothing waiting");
     TAP_EQ_INT(errno, EAGAIN, "EAGAIN");
+
+    /* a supervisor's stop signal, pending while blocked (--warm wait looks) */
+    int sfd = cb_signalfd_supervision();
+    TAP_OK(sfd >= 0, "the supervision signalfd");
+    TAP_EQ_INT(cb_stop_pending(), 0, "no stop pending");
+    (void) raise(SIGINT);
+    TAP_EQ_INT(cb_stop_pending(), 0, "SIGINT is no stop");
+    (void) raise(SIGTERM);
+    TAP_EQ_INT(cb_stop_pending(), SIGTERM, "SIGTERM pending");
+    TAP_EQ_INT(cb_stop_pending(), SIGTERM, "... and left pending");
+    struct signalfd_siginfo si;
+    int seen = 0;
+    while (read(sfd, &si, sizeof si) == (ssize_t) sizeof si)
+        seen |= si.ssi_signo == SIGTERM ? 1 : si.ssi_signo == SIGINT ? 2 : 0;
+    TAP_EQ_INT(seen, 3, "both still read from the signalfd");
+    TAP_EQ_INT(cb_stop_pending(), 0, "none pending once read");
+    (void) raise(SIGHUP);
+    TAP_EQ_INT(cb_stop_pending(), SIGHUP, "SIGHUP pending");
+    while (read(sfd, &si, sizeof si) == (ssize_t) sizeof si)
+        ;
+    close(sfd);
 
     close(p[0]);
     close(p[1]);
