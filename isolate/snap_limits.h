@@ -41,7 +41,8 @@
 #define CB_SNAP_PARK_MSG    64           /* bytes of the message that wakes a parked copy */
 #define CB_SNAP_PARK_TAKEN  "k"          /* written on its fifo when the agent takes a copy */
 #define CB_SNAP_FORK_MS     5000         /* an armed checkpoint's fork must park within this */
-#define CB_SNAP_SCAN_MS   1      /* while a fork is awaited, the agent looks for it this often */
+#define CB_SNAP_SCAN_MS     1            /* an awaited fork is first looked for after this */
+#define CB_SNAP_SCAN_MAX_MS 32           /* ... then ever later (doubling), at most this */
 #define CB_SNAP_KILL_MS     5000         /* a rollback ends the rest of the sandbox within this */
 #define CB_SNAP_KILL_NAP_US 500          /* between rounds of ending it */
 #define CB_SNAP_KILLED_MAX  4096         /* processes a rollback counts as ended (the pids limit) */

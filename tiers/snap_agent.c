@@ -155,6 +155,15 @@ void cb_snap_agent_store_by_path(cb_snap_agent_t *a, const char *path) {
 
 static int s_save_files(cb_snap_agent_t *a, cb_snap_slot_t *s, char *why, size_t len);
 
+/* A fork is awaited from now: looked for after CB_SNAP_SCAN_MS, then ever
+ * less often (cb_snap_agent_tick), so that a fork that parks at once is seen
+ * at once and one that takes its time costs little (each look reads every
+ * process of /proc, charged to the sandbox). */
+static void s_scan_soon(cb_snap_agent_t *a) {
+    a->scan_ms = CB_SNAP_SCAN_MS;
+    a->scan_at = s_now_ms() + CB_SNAP_SCAN_MS;
+}
+
 /* A slot given up before its copy parked: the fifo stays (it is how the copy
  * is recognised), the files go; the copy is killed if it parks in time. */
 static void s_doom(cb_snap_agent_t *a, cb_snap_slot_t *s) {
@@ -191,6 +200,7 @@ static void s_arm(cb_snap_agent_t *a, long id) {
     s->id = id;
     s->fifo = fifo;
     s->armed_until = s_now_ms() + CB_SNAP_FORK_MS;
+    s_scan_soon(a);
     char why[CB_SNAP_WHY_MAX];
     if (s_save_files(a, s, why, sizeof why) < 0) {
         s_doom(a, s);
@@ -442,6 +452,7 @@ static void s_roll(cb_snap_agent_t *a, long id, const char *nonce) {
     s->pid = 0;
     s->replacement = true;
     s->armed_until = s_now_ms() + CB_SNAP_FORK_MS;
+    s_scan_soon(a);
     s_say(a, "rolled %ld %d %d", id, (int) copy, ended > 0 ? ended - 1 : 0); /* - the old runner */
 }
 
@@ -505,11 +516,19 @@ bool cb_snap_agent_child(cb_snap_agent_t *a, pid_t pid, int status) {
 }
 
 int cb_snap_agent_wait_ms(const cb_snap_agent_t *a) {
-    return s_armed(a) ? CB_SNAP_SCAN_MS : -1; /* an armed copy is looked for this often */
+    if (!s_armed(a)) return -1;
+    int64_t left = a->scan_at - s_now_ms(); /* the next look for an armed copy */
+    return left <= 0 ? 0 : left > CB_SNAP_SCAN_MAX_MS ? CB_SNAP_SCAN_MAX_MS : (int) left;
 }
 
 void cb_snap_agent_tick(cb_snap_agent_t *a) {
-    s_scan(a);
+    if (s_armed(a) && s_now_ms() >= a->scan_at) {
+        s_scan(a);
+        a->scan_ms = a->scan_ms < CB_SNAP_SCAN_MS           ? CB_SNAP_SCAN_MS
+                     : a->scan_ms * 2 > CB_SNAP_SCAN_MAX_MS ? CB_SNAP_SCAN_MAX_MS
+                                                            : a->scan_ms * 2;
+        a->scan_at = s_now_ms() + a->scan_ms;
+    }
     int64_t now = s_now_ms();
     for (int i = 0; i < CB_SNAP_SLOTS; i++) {
         cb_snap_slot_t *s = &a->slot[i];

@@ -57,17 +57,19 @@ typedef struct {
 } cb_snap_slot_t;
 
 typedef struct {
-    int store;                         /* the store's root directory, -1 = none or by path */
-    const char *store_path;            /* else the store, opened for each use (NULL = none) */
-    int park;                          /* CB_SNAP_PARK_DIR, -1 = none */
-    const char *dirs[2];               /* the live trees copied: home, /tmp */
-    pid_t runner;                      /* the runner init supervises */
-    pid_t keep;                        /* one more process a rollback leaves (0 = none) */
-    bool root;                         /* running as root: owners are restored too */
-    cb_snap_say_fn say;                /* where replies go */
-    void *ud;                          /* its argument */
-    char unavailable[CB_SNAP_WHY_MAX]; /* why there are no checkpoints here, "" = there are */
-    cb_snap_slot_t slot[CB_SNAP_SLOTS];  /* the checkpoints */
+    int store;                          /* the store's root directory, -1 = none or by path */
+    const char *store_path;             /* else the store, opened for each use (NULL = none) */
+    int park;                           /* CB_SNAP_PARK_DIR, -1 = none */
+    const char *dirs[2];                /* the live trees copied: home, /tmp */
+    pid_t runner;                       /* the runner init supervises */
+    pid_t keep;                         /* one more process a rollback leaves (0 = none) */
+    bool root;                          /* running as root: owners are restored too */
+    cb_snap_say_fn say;                 /* where replies go */
+    void *ud;                           /* its argument */
+    char unavailable[CB_SNAP_WHY_MAX];  /* why there are no checkpoints here, "" = there are */
+    int scan_ms;                        /* the last wait between looks for an armed fork */
+    int64_t scan_at;                    /* the next look (monotonic ms) */
+    cb_snap_slot_t slot[CB_SNAP_SLOTS]; /* the checkpoints */
 } cb_snap_agent_t;
 
 /* store and park are directory fds the agent takes over (-1: checkpoints
