@@ -348,12 +348,16 @@ __attribute__((noreturn)) static void s_runner(int out, int err, int ev, int dbg
     char pid[CB_CGROUP_VALUE_MAX];
     (void) snprintf(pid, sizeof pid, "%d", (int) getpid());
     if (s_write_str(S_RUNNER_CG, "cgroup.procs", pid) < 0) _exit(125);
-    int null = open(S_NEWROOT "/dev/null", O_RDWR);
+    int null = open(S_NEWROOT "/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
         dup2(ev, CB_FD_EVENT) < 0 || (dbg >= 0 && dup2(dbg, CB_FD_DEBUG) < 0))
         _exit(125);
-    if (syscall(SYS_close_range, (dbg >= 0 ? CB_FD_DEBUG : CB_FD_EVENT) + 1, ~0U, 0) < 0)
-        _exit(125);
+    /* the runner's slots only cross the exec: a dup2 onto the fd itself (this
+     * init may start without fds 0-2) would leave its close-on-exec flag */
+    int last = dbg >= 0 ? CB_FD_DEBUG : CB_FD_EVENT;
+    for (int fd = 0; fd <= last; fd++)
+        if (fcntl(fd, F_SETFD, 0) < 0) _exit(125);
+    if (syscall(SYS_close_range, last + 1, ~0U, 0) < 0) _exit(125);
     if (chroot(S_NEWROOT) < 0 || chdir(c->cwd) < 0) _exit(125);
     struct rlimit nofile = {(rlim_t) c->nofile, (rlim_t) c->nofile}, core = {0, 0};
     if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0) _exit(125);

@@ -104,13 +104,14 @@ static void s_store_remove(cb_snap_agent_t *a, long id) {
 }
 
 /* A fresh park fifo for id, opened O_RDWR (which never blocks and keeps a
- * reader's read blocking until we write). */
+ * reader's read blocking until we write), and never through a symlink put
+ * in its place meanwhile. */
 static int s_make_fifo(cb_snap_agent_t *a, long id) {
     char name[24];
     (void) snprintf(name, sizeof name, "%ld", id);
     (void) unlinkat(a->park, name, 0);
     if (mkfifoat(a->park, name, 0644) < 0) return -1;
-    return openat(a->park, name, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    return openat(a->park, name, O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 }
 
 static void s_free(cb_snap_agent_t *a, cb_snap_slot_t *s, bool files) {
