@@ -216,6 +216,11 @@ static void s_stream(const uint8_t *buf, size_t len) {
                 const char *t = json_string_value(json_object_get(v, "type"));
                 FZ_CHECK(v == NULL || t == NULL || strcmp(t, cb_rframe_name(f.type)) == 0,
                          "refused as a '%s', names '%s'", cb_rframe_name(f.type), t);
+                /* the seq it keeps (the session ends that request) is the frame's own */
+                json_t *seq = json_object_get(v, "seq");
+                FZ_CHECK(!f.has_seq || v == NULL ||
+                             (json_is_integer(seq) && json_integer_value(seq) == f.seq),
+                         "refused with seq %lld, not the frame's", (long long) f.seq);
                 json_decref(v);
             }
         }

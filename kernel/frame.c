@@ -365,13 +365,12 @@ static size_t s_skip_ws(const char *t, size_t len, size_t j) {
     return j;
 }
 
-/* The row named by a frame too complex to parse, from a plain top-level
- * "type": "<name>" member found by the same scan as cb_json_measure's
- * (escaped names are not looked at): CB_RF_COUNT when there is none.  Only
- * used to ack a refused ordered frame, which its runner waits for. */
-static size_t s_peek_type(const char *t, size_t len) {
-    static const char key[] = "\"type\"";
-    const size_t klen = sizeof key - 1;
+/* Where the value of a plain top-level member "key" (quotes included)
+ * starts in the JSON text of an object, found by the same scan as
+ * cb_json_measure's (escaped keys are not looked at): its offset, or len
+ * when there is none.  Only for frames too complex to parse. */
+static size_t s_peek_member(const char *t, size_t len, const char *key) {
+    const size_t klen = strlen(key);
     size_t d = 0;
     for (size_t i = 0; i < len; i++) {
         char c = t[i];
@@ -382,25 +381,56 @@ static size_t s_peek_type(const char *t, size_t len) {
         } else if (c == '"') {
             if (d == 1 && t[0] == '{' && len - i > klen && memcmp(t + i, key, klen) == 0) {
                 size_t j = s_skip_ws(t, len, i + klen);
-                j = j < len && t[j] == ':' ? s_skip_ws(t, len, j + 1) : len;
-                const char *name = j < len && t[j] == '"' ? t + j + 1 : NULL;
-                const char *end = name ? memchr(name, '"', len - j - 1) : NULL;
-                for (size_t r = 0; end && r < CB_RF_COUNT; r++)
-                    if ((size_t) (end - name) == strlen(s_rows[r].name) &&
-                        memcmp(name, s_rows[r].name, (size_t) (end - name)) == 0)
-                        return r;
+                if (j < len && t[j] == ':') return s_skip_ws(t, len, j + 1);
             }
             for (i++; i < len && t[i] != '"'; i++) /* past the string */
                 if (t[i] == '\\') i++;
         }
     }
+    return len;
+}
+
+/* The row named by a frame too complex to parse, from its "type" member:
+ * CB_RF_COUNT when there is none.  Used to ack a refused ordered frame,
+ * which its runner waits for, and to end the request a refused reply
+ * answers. */
+static size_t s_peek_type(const char *t, size_t len) {
+    size_t j = s_peek_member(t, len, "\"type\"");
+    const char *name = j < len && t[j] == '"' ? t + j + 1 : NULL;
+    const char *end = name ? memchr(name, '"', len - j - 1) : NULL;
+    for (size_t r = 0; end && r < CB_RF_COUNT; r++)
+        if ((size_t) (end - name) == strlen(s_rows[r].name) &&
+            memcmp(name, s_rows[r].name, (size_t) (end - name)) == 0)
+            return r;
     return CB_RF_COUNT;
 }
 
-/* A refused frame: holds nothing, keeps the type it named (or CB_RF_COUNT). */
+/* The integer "seq" of a frame too complex to parse, as jansson would read
+ * it (digits, an optional minus, no fraction or exponent, in range): true
+ * and *seq, or false when there is none. */
+static bool s_peek_seq(const char *t, size_t len, json_int_t *seq) {
+    size_t j = s_peek_member(t, len, "\"seq\"");
+    bool neg = j < len && t[j] == '-';
+    size_t k = j + neg, digits = 0;
+    json_int_t v = 0;
+    for (; k < len && t[k] >= '0' && t[k] <= '9'; k++, digits++)
+        if (__builtin_mul_overflow(v, 10, &v) ||
+            __builtin_add_overflow(v, neg ? -(t[k] - '0') : t[k] - '0', &v))
+            return false;
+    if (digits == 0 || k == len || strchr(",} \t\r\n", t[k]) == NULL || t[k] == '\0') return false;
+    *seq = v;
+    return true;
+}
+
+/* A refused frame: holds nothing, keeps the type it named (or CB_RF_COUNT)
+ * and the integer seq it carried, when one was read. */
 static int s_refuse(cb_rframe_t *out, size_t t) {
+    bool has_seq = out->has_seq;
+    json_int_t seq = out->seq;
     cb_rframe_clear(out);
     out->type = (cb_rframe_type_t) t;
+    out->has_seq = has_seq;
+    out->seq = has_seq ? seq : -1;
     return -1;
 }
 
@@ -412,6 +442,7 @@ int cb_rframe_parse(const uint8_t *body, size_t len, cb_rframe_t *out, char *why
     if (depth > CB_JSON_DEPTH_MAX || nodes > CB_RUNNER_FRAME_NODES_MAX) {
         snprintf(why, why_len, "JSON too complex (%zu values, depth %zu; limits %u, %u)", nodes,
                  depth, CB_RUNNER_FRAME_NODES_MAX, CB_JSON_DEPTH_MAX);
+        out->has_seq = s_peek_seq((const char *) body, len, &out->seq);
         return s_refuse(out, s_peek_type((const char *) body, len));
     }
     json_error_t e;
@@ -437,14 +468,14 @@ int cb_rframe_parse(const uint8_t *body, size_t len, cb_rframe_t *out, char *why
     out->type = (cb_rframe_type_t) t;
     out->root = root;
     out->bytes = len;
+    json_t *seq = json_object_get(root, "seq");
+    out->has_seq = json_is_integer(seq);
+    out->seq = out->has_seq ? json_integer_value(seq) : -1;
     if (len > s_rows[t].max_bytes) {
         snprintf(why, why_len, "%s of %zu bytes is over its limit of %zu", s_rows[t].name, len,
                  s_rows[t].max_bytes);
         return s_refuse(out, t);
     }
-    json_t *seq = json_object_get(root, "seq");
-    out->has_seq = json_is_integer(seq);
-    out->seq = out->has_seq ? json_integer_value(seq) : -1;
     if (s_rows[t].needs_seq && !out->has_seq) {
         snprintf(why, why_len, "%s without an integer seq", s_rows[t].name);
         return s_refuse(out, t);

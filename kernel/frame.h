@@ -149,9 +149,10 @@ typedef struct {
 } cb_rframe_t;
 
 /* Parses and checks one frame body.  0: *out filled (root is a new
- * reference); -1: dropped, with the reason in why, out->root NULL and
+ * reference); -1: dropped, with the reason in why, out->root NULL,
  * out->type the known type the frame named, or CB_RF_COUNT when it named
- * none (or could not be read: not JSON, too complex). */
+ * none (or could not be read: not JSON), and out->has_seq/seq its integer
+ * "seq" when one was read (a refused reply can still name its request). */
 int cb_rframe_parse(const uint8_t *body, size_t len, cb_rframe_t *out, char *why, size_t why_len);
 void cb_rframe_clear(cb_rframe_t *f);
 /* The type's name, whether the runner waits for an ack after it (it must

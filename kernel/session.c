@@ -31,6 +31,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A request's end when its reply was refused: the reason (at most
+ * CB_NOTICE_MAX) and a sentence around it. */
+#define S_REFUSED_MSG_MAX (CB_NOTICE_MAX + 64)
+
 static void s_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ename, const char *msg,
                           bool setup);
 
@@ -192,6 +196,9 @@ static void s_end_request(cb_session_t *s, const cb_rframe_t *f, const char *ena
             json_decref(cb_artifacts_collect_each(s->cfg->artifacts, s->proc.workdir_fd,
                                                   s_emit_artifact, s, &summary));
     }
+    /* an operation the cell asked for runs only after its own done */
+    if (kind == CB_REQ_EXECUTE)
+        cb_sio_snap_cell_ended(s, msg ? msg : "the cell ended without its reply");
     cb_req_end_t e = {kind, f, ename, msg, s->timed_out, setup, summary};
     s->req = CB_REQ_NONE;
     json_decref(s->req_frame);
@@ -257,6 +264,37 @@ void cb_sio_ready(cb_session_t *s, const cb_rframe_facts_t *x) {
     s_send_request(s);
 }
 
+/* The request a reply type answers, CB_REQ_NONE for other types. */
+static cb_req_kind_t s_reply_kind(cb_rframe_type_t t) {
+    switch (t) {
+    case CB_RF_DONE: return CB_REQ_EXECUTE;
+    case CB_RF_COMPLETE_REPLY: return CB_REQ_COMPLETE;
+    case CB_RF_INSPECT_REPLY: return CB_REQ_INSPECT;
+    case CB_RF_IS_COMPLETE_REPLY: return CB_REQ_IS_COMPLETE;
+    case CB_RF_COMM_DONE: return CB_REQ_COMM;
+    default: return CB_REQ_NONE;
+    }
+}
+
+void cb_sio_refused(cb_session_t *s, const cb_rframe_t *f, const char *why) {
+    cb_req_kind_t kind = s_reply_kind(f->type);
+    /* the reply awaited: of the request in flight's kind, once it was sent,
+     * and naming its number, as a reply the kernel takes must (the frame
+     * table reads it from a frame too complex to parse too): an honest
+     * runner's late answer to an earlier request keeps its own */
+    if (kind == CB_REQ_NONE || kind != s->req || s->req_frame || s->state == S_STARTING ||
+        !f->has_seq || f->seq != s->seq)
+        return;
+    if (cb_sio_snap_owns_request(s)) return; /* a rollback or a held done ends it */
+    const char *name = cb_rframe_name(f->type);
+    bool named = strncmp(why, name, strlen(name)) == 0;
+    char msg[S_REFUSED_MSG_MAX];
+    snprintf(msg, sizeof msg, "the sandbox's reply was refused: %s%s%s", named ? "" : name,
+             named ? "" : ": ", why);
+    LOG_W("the reply to request %lld was refused: the request ends now", (long long) s->seq);
+    s_end_request(s, NULL, "SandboxError", msg, false);
+}
+
 void cb_sio_frame(cb_session_t *s, const cb_rframe_t *f) {
     unsigned when = s->state == S_STARTING                  ? CB_WHEN_STARTING
                     : s->req == CB_REQ_NONE || s->req_frame ? CB_WHEN_IDLE
@@ -272,18 +310,12 @@ void cb_sio_frame(cb_session_t *s, const cb_rframe_t *f) {
     case CB_RF_COMPLETE_REPLY:
     case CB_RF_INSPECT_REPLY:
     case CB_RF_IS_COMPLETE_REPLY:
-    case CB_RF_COMM_DONE: {
-        static const cb_req_kind_t kinds[] = {[CB_RF_DONE] = CB_REQ_EXECUTE,
-                                              [CB_RF_COMPLETE_REPLY] = CB_REQ_COMPLETE,
-                                              [CB_RF_INSPECT_REPLY] = CB_REQ_INSPECT,
-                                              [CB_RF_IS_COMPLETE_REPLY] = CB_REQ_IS_COMPLETE,
-                                              [CB_RF_COMM_DONE] = CB_REQ_COMM};
+    case CB_RF_COMM_DONE:
         /* an answer for anything but the request in flight is refused */
-        if (!current || kinds[f->type] != s->req) goto refuse;
+        if (!current || s_reply_kind(f->type) != s->req) goto refuse;
         if (cb_sio_snap_hold(s, f)) return; /* the cell asked for a checkpoint op first */
         s_end_request(s, f, NULL, NULL, false);
         return;
-    }
     case CB_RF_BAD_REQUEST:
         if (f->has_seq && f->seq != s->seq) goto refuse;
         LOG_W("the runner could not read request %lld: %s", (long long) s->seq, f->u.bad.error);

@@ -237,6 +237,7 @@ void cb_sio_process(cb_session_t *s) {
             cb_rframe_clear(&f);
         } else {
             LOG_W("dropped a runner frame: %s", why);
+            cb_sio_refused(s, &f, why); /* the reply awaited: its request ends now */
             /* the runner waits for the ack of an ordered frame even when the
              * kernel refuses it (metadata over its limit, too many values):
              * without one an honest cell hangs until its timeout and loses

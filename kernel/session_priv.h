@@ -144,6 +144,12 @@ bool cb_sio_snap_blocks(const cb_session_t *s);  /* requests must wait */
 bool cb_sio_snap_frame(cb_session_t *s, const cb_rframe_t *f); /* true: it was the agent's */
 bool cb_sio_snap_hold(cb_session_t *s, const cb_rframe_t *f);  /* a done held for an op */
 bool cb_sio_snap_resync(cb_session_t *s);        /* false: input discarded, wait */
+/* A rollback in progress ends the request in flight, or the cell's done is
+ * held for an operation: nothing else ends it. */
+bool cb_sio_snap_owns_request(const cb_session_t *s);
+/* The cell in flight ends (why: how, for the user): an operation it asked
+ * for and that did not start is not run; on_done says so. */
+void cb_sio_snap_cell_ended(cb_session_t *s, const char *why);
 int64_t cb_sio_snap_deadline(const cb_session_t *s);
 void cb_sio_snap_tick(cb_session_t *s, int64_t now);
 void cb_sio_snap_fini(cb_session_t *s);
@@ -175,5 +181,10 @@ bool cb_sio_in_exec(const cb_session_t *s);
 bool cb_sio_pipes_current(const cb_session_t *s);
 void cb_sio_kill(cb_session_t *s, int sig);
 void cb_sio_frame(cb_session_t *s, const cb_rframe_t *f);
+/* A frame the frame table refused (f: its type and seq, nothing else; why:
+ * the reason): a reply to the request in flight ends that request at once
+ * with a SandboxError naming the reason, instead of leaving it to its
+ * deadline; anything else changes nothing (the caller logged it). */
+void cb_sio_refused(cb_session_t *s, const cb_rframe_t *f, const char *why);
 
 #endif

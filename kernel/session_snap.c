@@ -458,6 +458,23 @@ bool cb_sio_snap_resync(cb_session_t *s) {
     return false;
 }
 
+bool cb_sio_snap_owns_request(const cb_session_t *s) {
+    return s->snap.op == CB_SNAP_ROLLBACK || s->snap.held.root != NULL;
+}
+
+void cb_sio_snap_cell_ended(cb_session_t *s, const char *why) {
+    s_snap_t *p = &s->snap;
+    p->after_refused = false;
+    if (p->after_op == CB_SNAP_NONE) return;
+    /* as when it cannot start (cb_sio_snap_hold): the caller hears it failed */
+    cb_snap_result_t r = {
+        .op = p->after_op, .id = p->after_id, .ok = false, .why = why, .in_cell = true};
+    p->after_op = CB_SNAP_NONE;
+    LOG_I("%s of checkpoint %ld: not run, the cell that asked ended: %s", s_op_names[r.op], r.id,
+          why);
+    if (p->cbs && p->cbs->on_done) p->cbs->on_done(p->ud, &r);
+}
+
 int64_t cb_sio_snap_deadline(const cb_session_t *s) { return s->snap.deadline_ms; }
 
 void cb_sio_snap_tick(cb_session_t *s, int64_t now) {

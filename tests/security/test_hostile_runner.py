@@ -137,6 +137,36 @@ display("late-display-from-1")
     assert len(late) == 2 and set(late) == {first}, late
 
 
+def test_a_refused_done_ends_its_cell_at_once_naming_the_cause(k):
+    """The runner's own done over the kernel's bound for replies (the cut it
+    makes to fit undone from inside the cell): the kernel refuses the frame,
+    and the cell ends at once with a SandboxError that says so, not after
+    --timeout (20 s here) with a TimeoutError that blames the code; the same
+    sandbox runs the next cell, its variables kept."""
+    kc = k.kc
+    reply, _ = _run(k, "kept = 41")
+    assert reply["content"]["status"] == "ok"
+    started = time.monotonic()
+    mid = kc.execute(r'''
+import sys
+sys.modules["_cellblock_cb_frames"]._REPLY_MAX = 7 << 20   # the runner cuts no reply now
+''', user_expressions={"big": "'x' * (5 << 20)"})          # a done of 5 MiB, over 4 MiB
+    reply, msgs = _collect(kc, mid)
+    took = time.monotonic() - started
+    c = reply["content"]
+    assert (c["status"], c.get("ename")) == ("error", "SandboxError"), (c.get("evalue"), took)
+    assert "reply was refused: done of " in c["evalue"], c["evalue"]
+    assert "is over its limit of %d" % (4 * MIB) in c["evalue"], c["evalue"]
+    assert took < 10, "the cell waited %.1f s for a reply the kernel had refused" % took
+    errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
+    assert [e["ename"] for e in errors] == ["SandboxError"], errors
+    reply, msgs = _run(k, 'sys.modules["_cellblock_cb_frames"]._REPLY_MAX = 4 << 20\n'
+                          'print(kept + 1)')
+    assert reply["content"]["status"] == "ok", reply["content"]
+    out = "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
+    assert "42" in out, "the sandbox lost its state: %r" % out
+
+
 # ---- finding 4: one output budget for every byte -----------------------------------------------
 
 def test_max_output_covers_displays(k):

@@ -2,7 +2,7 @@
  * test_frame.c - runner frames: the length-prefixed codec (complete,
  * partial, oversized, zero-length), the JSON measure, and the frame table
  * (every type, its shape checks, its size limit, and the metadata the
- * kernel strips).
+ * kernel strips), and what a refused frame still says (its type and seq).
  */
 #include "kernel/bounds.h"
 #include "kernel/frame.h"
@@ -204,9 +204,65 @@ static void s_table(void) {
     free(meta);
 }
 
+/* Parses a frame of head, n copies of unit, then tail: -1 or 0, as cb_rframe_parse. */
+static int s_parse_padded(const char *head, const char *unit, size_t n, const char *tail,
+                          cb_rframe_t *f, char *why, size_t why_len) {
+    size_t hl = strlen(head), ul = strlen(unit), tl = strlen(tail), len = hl + n * ul + tl;
+    char *b = malloc(len);
+    memcpy(b, head, hl);
+    for (size_t i = 0; i < n; i++)
+        memcpy(b + hl + i * ul, unit, ul);
+    memcpy(b + hl + n * ul, tail, tl);
+    int rc = cb_rframe_parse((const uint8_t *) b, len, f, why, why_len);
+    free(b);
+    return rc;
+}
+
+/* A refused reply still names its type and request: the session ends that
+ * request with the reason instead of leaving it to its deadline. */
+static void s_refused(void) {
+    cb_rframe_t f;
+    char why[256];
+    int rc = s_parse_padded("{\"type\":\"done\",\"status\":\"ok\",\"pad\":\"", "x",
+                            CB_FRAME_REPLY_MAX, "\",\"seq\":42}", &f, why, sizeof why);
+    TAP_OK(rc == -1 && f.type == CB_RF_DONE && f.root == NULL && f.has_seq && f.seq == 42,
+           "a done over its bound is refused, keeping its type and seq (%s)", why);
+    TAP_OK(strstr(why, "done of ") == why && strstr(why, "is over its limit of") != NULL,
+           "... the reason names it, its size and its limit");
+    /* too complex to parse: type and seq read by the scan alone */
+    const size_t values = CB_RUNNER_FRAME_NODES_MAX + 8;
+    rc = s_parse_padded("{\"type\" : \"complete_reply\",\"x\":{\"seq\":1},\"matches\":[0", ",0",
+                        values, "],\"seq\" : -7 }", &f, why, sizeof why);
+    TAP_OK(rc == -1 && f.type == CB_RF_COMPLETE_REPLY && f.has_seq && f.seq == -7,
+           "too many values: the top-level type and seq are still read (%s)", why);
+    static const char *const no_seq[] = {"}",
+                                         ",\"seq\":7.5}",
+                                         ",\"seq\":\"7\"}",
+                                         ",\"seq\":7e1}",
+                                         ",\"seq\":99999999999999999999}",
+                                         ",\"seq\":-}",
+                                         ",\"seq\":7"};
+    for (size_t i = 0; i < sizeof no_seq / sizeof no_seq[0]; i++) {
+        rc = s_parse_padded("{\"type\":\"done\",\"x\":{\"seq\":3},\"v\":[0", ",0", values,
+                            no_seq[i], &f, why, sizeof why);
+        TAP_OK(rc == -1 && f.type == CB_RF_DONE && !f.has_seq,
+               "too many values, tail '%s': no integer seq read", no_seq[i]);
+    }
+    TAP_OK(s_parse("{\"type\":\"done\",\"seq\":5,\"status\":\"maybe\"}", &f) == -1 &&
+               f.type == CB_RF_DONE && f.has_seq && f.seq == 5,
+           "a done failing its check keeps its seq");
+    TAP_OK(s_parse("{\"type\":\"inspect_reply\",\"seq\":6,\"found\":\"yes\"}", &f) == -1 &&
+               f.type == CB_RF_INSPECT_REPLY && f.has_seq && f.seq == 6,
+           "an inspect_reply failing its unpack keeps its seq");
+    TAP_OK(s_parse("{\"type\":\"done\",\"status\":\"ok\"}", &f) == -1 && f.type == CB_RF_DONE &&
+               !f.has_seq,
+           "a done without seq has none");
+}
+
 int main(void) {
     s_codec();
     s_measure();
     s_table();
+    s_refused();
     TAP_DONE();
 }

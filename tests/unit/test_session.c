@@ -2,7 +2,8 @@
  * test_session.c - the session driver, fed through socketpairs as if a
  * launcher and runner were on the other end: hello and the protocol
  * version, requests with their sequence numbers, every frame type, the ack
- * discipline, malformed and forged frames, budgets, and death.
+ * discipline, malformed and forged frames, budgets, and death; a reply the
+ * kernel refuses ends its request at once, naming the reason.
  *
  * The "launcher" is a forked child that only waits: the test plays the
  * runner on the other ends of the sockets, and ends the child to play a
@@ -13,6 +14,7 @@
 #include "kernel/session.h"
 #include "tap.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -63,9 +65,9 @@ static void on_notice(void *ud, const char *t, bool late) {
 
 /* the debugger's channel (session_dbg.c) */
 static struct {
-    int msgs, closed;        /* messages handed over, channel closures */
-    cb_dap_kind_t kind;      /* the last one's */
-    json_int_t request_seq;  /* ... */
+    int msgs, closed;       /* messages handed over, channel closures */
+    cb_dap_kind_t kind;     /* the last one's */
+    json_int_t request_seq; /* ... */
 } d;
 static void on_debug(void *ud, const cb_dap_msg_t *m) {
     (void) ud;
@@ -175,6 +177,145 @@ static json_int_t s_take_request(const char *type) {
            (long long) seq);
     json_decref(f);
     return seq;
+}
+
+/* Writes head, n copies of unit, then tail as one frame, running the loop
+ * while the socket is full: a frame larger than its buffer. */
+static void s_write_padded(zloop_t *loop, const char *head, const char *unit, size_t n,
+                           const char *tail) {
+    size_t hl = strlen(head), ul = strlen(unit), tl = strlen(tail), len = hl + n * ul + tl;
+    uint8_t *b = malloc(len + 4);
+    b[0] = (uint8_t) (len >> 24), b[1] = (uint8_t) (len >> 16), b[2] = (uint8_t) (len >> 8);
+    b[3] = (uint8_t) len;
+    memcpy(b + 4, head, hl);
+    for (size_t i = 0; i < n; i++)
+        memcpy(b + 4 + hl + i * ul, unit, ul);
+    memcpy(b + 4 + hl + n * ul, tail, tl);
+    int fl = fcntl(g_ev, F_GETFL);
+    fcntl(g_ev, F_SETFL, fl | O_NONBLOCK);
+    for (size_t off = 0; off < len + 4;) {
+        ssize_t w = write(g_ev, b + off, len + 4 - off);
+        if (w > 0)
+            off += (size_t) w;
+        else
+            s_run(loop, c_never, 2);
+    }
+    fcntl(g_ev, F_SETFL, fl);
+    free(b);
+}
+
+/* the checkpoint callbacks: what on_done said */
+static struct {
+    int done;      /* calls */
+    bool ok;       /* the last one's */
+    char why[256]; /* ... */
+} k;
+static void on_snap_done(void *ud, const cb_snap_result_t *r) {
+    (void) ud;
+    k.done++;
+    k.ok = r->ok;
+    snprintf(k.why, sizeof k.why, "%s", r->why ? r->why : "");
+}
+static const cb_snap_cbs_t snap_cbs = {.on_done = on_snap_done};
+
+/* 9. a reply the kernel refuses (over its bound, too many values, failing
+ * its checks) ends the request it answers at once, naming the reason, and
+ * the sandbox goes on; an operation the cell asked for is not left pending;
+ * a refused reply for another request, or during a rollback, ends nothing */
+static void s_refused_replies(zloop_t *loop, cb_session_cfg_t *cfg) {
+    char buf[512], tail[64];
+    cfg->timeout_s = 60;
+    cb_session_t *s = s_new(loop, cfg);
+    cb_session_snap_attach(s, &snap_cbs, NULL);
+    s_hello(loop);
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "an execute whose done is too large");
+    json_int_t seq = s_take_request("execute");
+    cb_session_snap_after_cell(s, CB_SNAP_CHECKPOINT, 7); /* the cell asked for a checkpoint */
+    snprintf(tail, sizeof tail, "\",\"seq\":%lld}", (long long) (seq - 1));
+    s_write_padded(loop, "{\"type\":\"done\",\"status\":\"ok\",\"pad\":\"", "x", CB_FRAME_REPLY_MAX,
+                   tail);
+    s_run(loop, c_end, 300);
+    TAP_EQ_INT(g.ends, 0, "a refused done for an earlier request ends nothing");
+    int64_t t0 = cb_now_ms();
+    snprintf(tail, sizeof tail, "\",\"seq\":%lld}", (long long) seq);
+    s_write_padded(loop, "{\"type\":\"done\",\"status\":\"ok\",\"pad\":\"", "x", CB_FRAME_REPLY_MAX,
+                   tail);
+    s_run(loop, c_end, 5000);
+    TAP_OK(g.ends == 1 && !g.end_had_frame && strcmp(g.end_ename, "SandboxError") == 0,
+           "a refused done of the cell in flight ends it at once (%lld ms, %s)",
+           (long long) (cb_now_ms() - t0), g.end_ename);
+    TAP_OK(strstr(g.end_msg, "reply was refused: done of ") != NULL &&
+               strstr(g.end_msg, "over its limit of") != NULL,
+           "... naming the cause (%s)", g.end_msg);
+    TAP_OK(k.done == 1 && !k.ok && strstr(k.why, "refused") != NULL,
+           "the checkpoint it asked for is reported failed, with the reason (%s)", k.why);
+
+    /* the session goes on: the next cell runs, and no operation is left over for it */
+    g.ends = 0;
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "the next execute");
+    seq = s_take_request("execute");
+    snprintf(buf, sizeof buf, "{\"type\":\"done\",\"seq\":%lld,\"status\":\"maybe\"}",
+             (long long) seq);
+    s_write_frame(buf);
+    s_run(loop, c_end, 2000);
+    TAP_OK(g.ends == 1 && strcmp(g.end_ename, "SandboxError") == 0 &&
+               strstr(g.end_msg, "refused: done: status is neither") != NULL,
+           "a done failing its check ends its cell too (%s)", g.end_msg);
+    TAP_EQ_INT(k.done, 1, "... and no checkpoint was left pending for it");
+
+    g.ends = 0;
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "a third execute");
+    seq = s_take_request("execute");
+    snprintf(tail, sizeof tail, "],\"seq\":%lld}", (long long) seq);
+    s_write_padded(loop, "{\"type\":\"done\",\"status\":\"ok\",\"payload\":[0", ",0",
+                   CB_RUNNER_FRAME_NODES_MAX, tail);
+    s_run(loop, c_end, 5000);
+    TAP_OK(g.ends == 1 && strstr(g.end_msg, "refused: done: JSON too complex") != NULL,
+           "a done of too many values ends its cell (%s)", g.end_msg);
+
+    g.ends = 0;
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_COMPLETE, json_pack("{s:s}", "type", "complete")), 0,
+               "a complete");
+    seq = s_take_request("complete");
+    snprintf(buf, sizeof buf, "{\"type\":\"complete_reply\",\"seq\":%lld,\"matches\":[1]}",
+             (long long) seq);
+    s_write_frame(buf);
+    s_run(loop, c_end, 2000);
+    TAP_OK(g.ends == 1 && strcmp(g.end_ename, "SandboxError") == 0 &&
+               strstr(g.end_msg, "matches is not a list of strings") != NULL,
+           "a refused complete_reply ends the complete at once (%s)", g.end_msg);
+
+    g.ends = 0;
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "an execute after them");
+    seq = s_take_request("execute");
+    snprintf(buf, sizeof buf, "{\"type\":\"done\",\"seq\":%lld,\"status\":\"ok\"}",
+             (long long) seq);
+    s_write_frame(buf);
+    s_run(loop, c_end, 2000);
+    TAP_OK(g.ends == 1 && g.end_had_frame && g.end_ename[0] == '\0',
+           "... ends with its own done, in the same sandbox");
+
+    /* a rollback ends the request in flight itself: a refused done meanwhile ends nothing */
+    const char *ready = "snap ready";
+    if (send(g_rep, ready, strlen(ready), 0) < 0) perror("send");
+    s_run(loop, c_never, 100);
+    g.ends = 0;
+    TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
+               "an execute during which a rollback starts");
+    seq = s_take_request("execute");
+    char why[256];
+    TAP_EQ_INT(cb_session_snap(s, CB_SNAP_ROLLBACK, 3, why, sizeof why), 0, "the rollback starts");
+    snprintf(buf, sizeof buf, "{\"type\":\"done\",\"seq\":%lld,\"status\":\"maybe\"}",
+             (long long) seq);
+    s_write_frame(buf);
+    s_run(loop, c_end, 300);
+    TAP_EQ_INT(g.ends, 0, "a refused done during the rollback leaves the request to it");
+    s_end(&s);
+    cfg->timeout_s = 0;
 }
 
 int main(void) {
@@ -404,6 +545,7 @@ int main(void) {
     TAP_OK(g.ends == 1, "released: the timeout applies again");
     g_child = -1;
     s_end(&s);
+    s_refused_replies(loop, &cfg);
     zloop_destroy(&loop);
     TAP_DONE();
 }
