@@ -338,7 +338,7 @@ FUZZ_CC            ?= $(shell command -v clang-14 || command -v clang || echo cl
 FUZZ_BUILD         ?= build-fuzz
 FUZZ_SECONDS       ?= 600
 FUZZ_SMOKE_SECONDS ?= 4
-FUZZ_TARGETS       ?= wire conn frame artifacts dispatch
+FUZZ_TARGETS       ?= wire conn frame artifacts dispatch proxy_http proxy_body proxy_secrets
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # (-Wno-missing-field-initializers: clang flags libseccomp's own SCMP_A0() macro)
 FUZZ_CFLAGS := $(filter-out -O% -fsanitize=%,$(CFLAGS_BASE)) -O1 $(FUZZ_SAN) \
@@ -369,6 +369,14 @@ $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/common.h $(FUZZ_LIBS)
 	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -MMD -MP -o $@ $< \
 	    $(FUZZ_LIBS) $(PKG_LIBS)
 
+# the proxy's harnesses (fuzz_proxy_*) link its objects first, and its libraries
+FUZZ_PROXY_A := $(FUZZ_BUILD)/lib/libcb_proxy.a
+$(FUZZ_PROXY_A): $(PROXY_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+$(FUZZ_BUILD)/fuzz_proxy_%: fuzz/fuzz_proxy_%.c fuzz/common.h $(FUZZ_PROXY_A) $(FUZZ_LIBS)
+	@echo "  FUZZLD  $@"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(PKG_CFLAGS) -MMD -MP -o $@ $< \
+	    $(FUZZ_PROXY_A) $(FUZZ_LIBS) $(PKG_LIBS) $(PROXY_LIBS)
+
 fuzz: $(FUZZ_BINS)
 	@sh fuzz/run.sh long $(FUZZ_SECONDS) $(FUZZ_BUILD) $(FUZZ_TARGETS)
 
@@ -378,7 +386,8 @@ fuzz-smoke: $(FUZZ_BINS)
 fuzz-merge: $(FUZZ_BINS)
 	@sh fuzz/run.sh merge 0 $(FUZZ_BUILD) $(FUZZ_TARGETS)
 
--include $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.d) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%.d)
+-include $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.d) $(PROXY_SRC:%.c=$(FUZZ_BUILD)/obj/%.d) \
+    $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%.d)
 
 # ---- bench: the kernel under a hostile runner (issue 10) -------------------
 # RSS and CPU of the kernel process during an output flood, an amplification

@@ -188,9 +188,68 @@ def dispatch():
     yield "not-json", SEP.join([m(EX, 0, b"{"), m(KI, 1, b"[]"), m(X, 0, b"")])
 
 
+def proxy_http():
+    req, resp = b"\x00", b"\x01"
+    yield "connect", req + b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"
+    yield "connect-v6", req + b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n"
+    yield "absolute", req + (b"GET http://example.com:8080/a?b=1 HTTP/1.1\r\nHost: other\r\n"
+                             b"Connection: keep-alive, Upgrade\r\nProxy-Authorization: x\r\n"
+                             b"Upgrade: h2c\r\nTE: trailers\r\n\r\nGET / HTTP/1.1\r\n")
+    yield "origin-chunked", req + (b"POST /upload HTTP/1.1\r\nHost: [::1]:9000\r\n"
+                                   b"Transfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n")
+    yield "http10-length", req + (b"PUT http://h/ HTTP/1.0\r\nContent-Length: 5\r\n"
+                                  b"Connection: keep-alive\r\n\r\nhello")
+    yield "smuggle-cl-te", req + (b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n"
+                                  b"Transfer-Encoding: chunked\r\n\r\n")
+    yield "two-hosts", req + b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"
+    yield "folded", req + b"GET http://h/ HTTP/1.1\r\nX: a\r\n b\r\n\r\n"
+    yield "bare-lf", req + b"GET http://h/ HTTP/1.1\nX: a\n\n"
+    yield "userinfo", req + b"GET http://u:p@h/ HTTP/1.1\r\n\r\n"
+    yield "http2", req + b"GET http://h/ HTTP/2.0\r\n\r\n"
+    yield "incomplete", req + b"GET http://h/ HTTP/1.1\r\nHost: h\r\n"
+    yield "resp-length", resp + b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello world\n"
+    yield "resp-chunked", resp + (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n"
+                                  b"Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n")
+    yield "resp-10-close", resp + b"HTTP/1.0 404\nConnection: close\n\n"
+    yield "resp-bad", resp + b"HTTP/1.1 099 Nope\r\n\r\n"
+
+
+def proxy_body():
+    # mode byte (bits 0-1: 0 chunked, 1 Content-Length, 2 EOF; bits 2-7 and
+    # the seed byte: the length), seed byte (the cuts), the stream
+    yield "chunked", b"\x00\x07" + (b"4\r\nWiki\r\n5;ext=\"v\"\r\npedia\r\n"
+                                     b"E\r\n in\r\n\r\nchunks.\r\n0\r\n\r\nGET / HTTP/1.1\r\n")
+    yield "chunked-trailer", b"\x00\x00" + b"1\r\nx\r\n0\r\nX-Sum: 1\r\nY:\r\n\r\nrest"
+    yield "chunked-long-size", b"\x00\x21" + b"fffffffffffffff\r\nabc"
+    yield "chunked-bad-crlf", b"\x00\x05" + b"3\r\nabcd\r\n0\r\n\r\n"
+    yield "chunked-lf", b"\x00\x09" + b"3\nabc\n0\n\n"
+    yield "length", b"\x01\x0b" + b"hello world, and the next request"
+    yield "length-short", b"\x05\x00" + b"only a few bytes"
+    yield "eof", b"\x02\x30" + b"everything until the close"
+
+
+def proxy_secrets():
+    # mode byte (bits 0-1: host api.test, tok.test, nope.test, none; bits
+    # 2-6: the output's size; bit 7: a table), then a head where \x01-\x03
+    # stand for the placeholders and text between \x04s is base64-encoded
+    yield "bound", b"\x00GET / HTTP/1.1\r\nHost: api.test\r\nX-Api-Key: \x01\r\n\r\n"
+    yield "basic", b"\x00GET / HTTP/1.1\r\nAuthorization: Basic \x04user:\x03\x04\r\n\r\n"
+    yield "basic-two", b"\x00GET / HTTP/1.1\r\nauthorization:\tbasic \x04\x01:\x03\x04 \r\n\r\n"
+    yield "basic-foreign", b"\x00GET / HTTP/1.1\r\nAuthorization: Basic \x04x:\x02\x04\r\n\r\n"
+    yield "bearer-tok", b"\x01POST /x HTTP/1.1\r\nAuthorization: Bearer \x02\r\n\r\n"
+    yield "foreign", b"\x02GET / HTTP/1.1\r\nX: \x01\r\n\r\n"
+    yield "request-line", b"\x00GET /?k=\x01 HTTP/1.1\r\nX: \x01\x01\r\n\r\n"
+    yield "small-out", b"\x14GET / HTTP/1.1\r\nA: \x01\r\nB: \x03\r\n\r\n"
+    yield "no-host", b"\x03GET / HTTP/1.1\r\nX: cb-secret-0123\r\n\r\n"
+    ph = b"cb-secret-0123456789abcdef0123456789abcdef"
+    yield "table", b"\x80A\t" + ph + b"\tx.test,Y.Test.\tvalue one\nB_2\t" + ph + b"\t[::1]\tv\n"
+
+
 def main():
     for target, gen in [("wire", wire), ("conn", conn), ("frame", frame),
-                        ("artifacts", artifacts), ("dispatch", dispatch)]:
+                        ("artifacts", artifacts), ("dispatch", dispatch),
+                        ("proxy_http", proxy_http), ("proxy_body", proxy_body),
+                        ("proxy_secrets", proxy_secrets)]:
         d = os.path.join(HERE, "corpus", target)
         os.makedirs(d, exist_ok=True)
         for f in os.listdir(d):

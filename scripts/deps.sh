@@ -71,6 +71,8 @@ qemu-system-x86             # --isolation microvm
 linux-image-amd64           # its guest kernel (generic: the cloud flavour has no 9p)
 cpio                        # scripts/vmimage.sh packs the guest initramfs
 kmod                        # ... with the modules modprobe lists
+zstd                        # ... decompressed when packed as .ko.zst (scripts/vmkernel.sh;
+                            # the test guest image too, whose make target needs this group)
 '
 
 guest='
