@@ -6,6 +6,7 @@
 #include "kernel/netctl.h"
 
 #include "isolate/log.h"
+#include "isolate/names.h"
 #include "launcher/netproxy_limits.h"
 
 #include <errno.h>
@@ -88,7 +89,11 @@ json_t *cb_netctl_stats(cb_launch_t *l, char *why, size_t why_len) {
             LOG_W("network stats: a line of the wrong shape: dropped");
             continue;
         }
-        json_object_set_new(out, key,
+        /* the host is the sandbox's: a refused one may be any bytes, which
+         * jansson would drop as a key that is not UTF-8 (and its count with it) */
+        char shown[sizeof key * CB_NAMES_ESCAPE_FACTOR];
+        (void) cb_names_escape(key, strlen(key), shown, sizeof shown, false);
+        json_object_set_new(out, shown,
                             json_pack("{s:I, s:I, s:I, s:I}", "connections", (json_int_t) v[0],
                                       "bytes_up", (json_int_t) v[1], "bytes_down",
                                       (json_int_t) v[2], "refused", (json_int_t) v[3]));

@@ -138,6 +138,22 @@ del junk
         assert c2["memory_peak_bytes"] < 60 << 20, c2
 
 
+def test_a_refused_host_of_any_bytes_is_counted_under_its_escaped_name(pk, hosts):
+    """The host a refusal is counted under is the sandbox's, any bytes: one
+    that is not UTF-8 is counted under its escaped name (jansson drops a key
+    that is not UTF-8, and its count went with it)."""
+    r = execute(pk.kc, f"""
+import socket
+s = socket.create_connection(('127.0.0.1', 3128))
+s.sendall(b'GET http://b\\xffd.test:{hosts['other']}/ HTTP/1.1\\r\\n\\r\\n')
+print(s.recv(100).split(b' ')[1].decode())
+s.close()
+""")
+    assert r.stream("stdout").strip() == "400", r.stream("stdout")   # not a valid host
+    n = r.reply["metadata"]["cellblock"]["costs"]["network"]
+    assert n.get(f"b\\377d.test:{hosts['other']}", {}).get("refused") == 1, n
+
+
 def test_usage_request_answers_as_ipykernel_does_with_the_sandboxs_figures(pk):
     rep = _control(pk.kc, "usage_request", {})
     c = rep["content"]
