@@ -76,11 +76,10 @@ def test_pause_resume_fork(sandbox_factory):
         shutil.rmtree(store, ignore_errors=True)
 
 
-def test_fork_gives_the_clones_the_values_of_envs(sandbox_factory, monkeypatch):
-    """The clones' kernels get --env NAME (and --secret) in their flags and
-    need the values in their environment too, as the original's had them."""
+def _fork_asks(sb, monkeypatch, n, **kwargs):
+    """The keyword arguments sb.fork(n, **kwargs) starts each clone with
+    (the pause stubbed out: its image is "IMAGE"; no clone is started)."""
     from cellblock import Sandbox
-    sb = sandbox_factory(envs={"CB_FORK_ENV": "from-envs"})
     asked = []
 
     class Clone(Sandbox):
@@ -90,10 +89,17 @@ def test_fork_gives_the_clones_the_values_of_envs(sandbox_factory, monkeypatch):
     monkeypatch.setattr(Sandbox, "pause", lambda self, keep_kernel=False: "IMAGE")
     sb.__class__ = Clone
     try:
-        sb.fork(1)
+        sb.fork(n, **kwargs)
     finally:
         sb.__class__ = Sandbox
-    kw = asked[0]
+    return asked
+
+
+def test_fork_gives_the_clones_the_values_of_envs(sandbox_factory, monkeypatch):
+    """The clones' kernels get --env NAME (and --secret) in their flags and
+    need the values in their environment too, as the original's had them."""
+    sb = sandbox_factory(envs={"CB_FORK_ENV": "from-envs"})
+    kw = _fork_asks(sb, monkeypatch, 1)[0]
     assert kw["extra_args"][-2:] == ["--resume", "IMAGE"]
     # started as fork starts a clone, less the image to resume
     clone = sandbox_factory(**dict(kw, extra_args=kw["extra_args"][:-2]))
@@ -103,18 +109,5 @@ def test_fork_gives_the_clones_the_values_of_envs(sandbox_factory, monkeypatch):
 def test_fork_with_extra_args_still_resumes_the_image(sandbox_factory, monkeypatch):
     """extra_args given to fork replace the session's flags; the clones still
     start from the image (they got a fresh kernel before: --resume dropped)."""
-    from cellblock import Sandbox
-    sb = sandbox_factory()
-    asked = []
-
-    class Clone(Sandbox):
-        def __init__(self, **kw):
-            asked.append(kw)
-
-    monkeypatch.setattr(Sandbox, "pause", lambda self, keep_kernel=False: "IMAGE")
-    sb.__class__ = Clone
-    try:
-        sb.fork(2, extra_args=["--timeout", "9"])
-    finally:
-        sb.__class__ = Sandbox
+    asked = _fork_asks(sandbox_factory(), monkeypatch, 2, extra_args=["--timeout", "9"])
     assert [kw["extra_args"] for kw in asked] == [["--timeout", "9", "--resume", "IMAGE"]] * 2
