@@ -61,11 +61,8 @@ class _State:
     count = 0            # execution_count of the running cell
     silent = False
     rbuf = b""           # bytes read from fd 3, not yet taken as frames (rlock)
-    lock = _thread.allocate_lock()   # held while a frame is written and its ack awaited
-    rlock = _thread.RLock()          # held while fd 3 is read and rbuf parsed
-    path_lock = _thread.RLock()      # held while the runner changes sys.path (_std, cb_debug)
+    # lock, rlock, path_lock, ack_waiter: _new_locks
     acks = 0             # acks read for the frame being written (by whichever thread read)
-    ack_waiter = None    # lock released to wake a sender whose ack another thread read
     deferred = []        # frames to send at the next safe point (_defer)
     request = None       # the execute or comm request being handled (kernel.get_parent())
     request_serial = 0   # counts them
@@ -99,6 +96,19 @@ class _State:
 
 
 _S = _State
+
+
+def _new_locks():
+    """The runner's locks, made at start and anew in a checkpoint's copy
+    (cb_snap), where one that another thread held at the fork would never
+    be released."""
+    _S.lock = _thread.allocate_lock()  # held while a frame is written and its ack awaited
+    _S.rlock = _thread.RLock()         # held while fd 3 is read and rbuf parsed
+    _S.path_lock = _thread.RLock()     # held while the runner changes sys.path (_std, cb_debug)
+    _S.ack_waiter = None               # lock released to wake a sender whose ack another thread read
+
+
+_new_locks()
 _PATH_LOCK_S = 5.0   # the longest _std waits for another thread's change of sys.path
 _MAIN_THREAD = _thread.get_ident()
 

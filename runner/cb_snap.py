@@ -168,10 +168,7 @@ def _new_locks():
     read of fd 3, an import under sys.path's lock) would never be released:
     the copy's first frame or read would wait for good.  None is held by
     this thread here (the request loop, between requests)."""
-    _S.lock = _runner._thread.allocate_lock()
-    _S.rlock = _runner._thread.RLock()
-    _S.path_lock = _runner._thread.RLock()
-    _S.ack_waiter = None
+    _runner._new_locks()
 
 
 def _resync(nonce):
