@@ -227,9 +227,11 @@ static void s_finish(cb_session_t *s, bool ok, const char *why) {
     if (p->held.root) { /* the cell that asked ends now, with its own answer or the failure */
         cb_rframe_t held = p->held;
         memset(&p->held, 0, sizeof p->held);
-        if (s->req == CB_REQ_EXECUTE && ok)
+        /* only the cell that asked, still in flight (never a request queued behind the op) */
+        bool asked = s->req == CB_REQ_EXECUTE && !s->req_frame;
+        if (asked && ok)
             cb_sio_end_request(s, &held, NULL, NULL, false);
-        else if (s->req == CB_REQ_EXECUTE)
+        else if (asked)
             cb_sio_end_request(s, NULL, "CheckpointError", p->fail, false);
         cb_rframe_clear(&held);
     }
@@ -418,6 +420,10 @@ void cb_session_snap_refuse_cell(cb_session_t *s, const char *why) {
 bool cb_sio_snap_hold(cb_session_t *s, const cb_rframe_t *f) {
     s_snap_t *p = &s->snap;
     if (f->type != CB_RF_DONE || s->req != CB_REQ_EXECUTE) return false;
+    if (p->held.root) { /* a second done (with the op frame's seq): the first one answers */
+        LOG_W("refused a second 'done' for the cell whose done is held for a checkpoint op");
+        return true;
+    }
     if (p->after_refused) { /* the cell fails with the reason, whatever its code did */
         p->after_refused = false;
         char why[CB_SNAP_WHY_MAX];

@@ -11,6 +11,7 @@ rollback (it has none): there the same probes must escape, so they can see
 an escape at all."""
 
 import os
+import queue
 import re
 import time
 
@@ -263,6 +264,44 @@ v = 2
     assert k.run("print(v)")[0] == "2\n"
     assert ctl(k, "cellblock_rollback_request", name="c")["status"] == "ok"
     assert k.run("print(v)")[0] == "1\n"
+
+
+def test_a_second_done_while_one_is_held_ends_nothing(cb_kernel):
+    """A cell that asked for a checkpoint has its done held until the
+    checkpoint is made; a second done then (forged with the seq the
+    kernel's checkpoint frame took) is refused.  It used to end the cell at once, and
+    the held done then ended the *next* cell, queued behind the checkpoint,
+    with the old cell's answer."""
+    k = cb_kernel
+    first = k.kc.execute(RAW + """
+frame({"type": "snapshot_request", "op": "checkpoint", "name": "held"})
+frame({"type": "done", "status": "ok", "user_expressions": {"held": {}}})
+frame({"type": "done", "status": "ok", "user_expressions": {"second": {}}}, seq=_S.seq + 1)
+""")
+    second = k.kc.execute("print('second ran')")
+    replies, out = {}, []
+    deadline = time.monotonic() + 60
+    while len(replies) < 2 and time.monotonic() < deadline:
+        try:
+            m = k.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        replies[m["parent_header"].get("msg_id")] = m["content"]
+    while True:
+        try:
+            m = k.kc.get_iopub_msg(timeout=1)
+        except queue.Empty:
+            break
+        if m["parent_header"].get("msg_id") == second and m["msg_type"] == "stream":
+            out.append(m["content"]["text"])
+    assert set(replies) == {first, second}, replies
+    assert list(replies[first].get("user_expressions", {})) == ["held"], replies[first]
+    assert replies[second]["status"] == "ok", replies[second]
+    assert not replies[second].get("user_expressions"), replies[second]
+    assert "second ran" in "".join(out), out
+    names = [e["name"] for e in ctl(k, "cellblock_checkpoints_request")["checkpoints"]]
+    assert names == ["held"], names
+    assert k.run("print(1 + 1)")[0] == "2\n"
 
 
 def test_stale_bytes_of_a_killed_runner_are_skipped(cb_kernel):
