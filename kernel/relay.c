@@ -337,6 +337,16 @@ static void s_end_assist(cb_kernel_t *k, const cb_req_end_t *e) {
                 c, "indent", json_string(f->u.is_complete.indent ? f->u.is_complete.indent : ""));
         break;
     }
+    /* no answer (refused, timed out, the sandbox ended): an error that says
+     * why, keeping the ok reply's fields for frontends that read them first
+     * (is_complete has "unknown" for that) */
+    if (c && e->ename && e->kind != CB_REQ_IS_COMPLETE) {
+        const char *why = e->message ? e->message : "the sandbox gave no answer";
+        json_object_set_new(c, "status", json_string("error"));
+        json_object_set_new(c, "ename", json_string(e->ename));
+        json_object_set_new(c, "evalue", json_string(why));
+        json_object_set_new(c, "traceback", json_pack("[s]", why));
+    }
     cb_server_reply(k->srv, CB_CH_SHELL, &k->cur, rtype, NULL, c);
 }
 

@@ -29,6 +29,8 @@ static int64_t s_hello_due(const cb_session_t *s) {
 
 static int64_t s_next_deadline(cb_session_t *s, int64_t now) {
     int64_t d = 0;
+#define S_ASSIST_LATE_MSG_MAX 96 /* the sentence of an unanswered complete/inspect */
+
 #define S_MIN(x)                                                                                   \
     do {                                                                                           \
         int64_t x_ = (x);                                                                          \
@@ -151,7 +153,10 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg) {
             cb_launch_signal(&s->proc, SIGINT);
         } else if (s->req != CB_REQ_NONE) {
             LOG_W("the runner did not answer a %d request in time", (int) s->req);
-            cb_sio_end_request(s, NULL, NULL, NULL, false);
+            char msg[S_ASSIST_LATE_MSG_MAX];
+            snprintf(msg, sizeof msg, "the sandbox did not answer within %d s",
+                     CB_ASSIST_TIMEOUT_MS / 1000);
+            cb_sio_end_request(s, NULL, "TimeoutError", msg, false);
         }
     }
     if (s->grace_ms && now >= s->grace_ms) {

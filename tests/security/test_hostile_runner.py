@@ -167,6 +167,43 @@ sys.modules["_cellblock_cb_frames"]._REPLY_MAX = 7 << 20   # the runner cuts no 
     assert "42" in out, "the sandbox lost its state: %r" % out
 
 
+def test_an_unanswered_completion_or_inspection_is_an_error_naming_the_cause(k):
+    """A complete_reply the kernel refuses, and an inspection the runner never
+    answers: the frontend gets status "error" with the cause (and the ok
+    reply's fields, for frontends that read those first), not an empty "ok"
+    that looks like "nothing matches"; the session goes on."""
+    kc = k.kc
+    reply, _ = _run(k, RAW + r'''
+_R = _sys.modules["_cellblock_runner"]
+_saved = [dict(_h) for _h in (_R._IPYTHON_HANDLERS, _R._MINIMAL_HANDLERS)]
+for _h in (_R._IPYTHON_HANDLERS, _R._MINIMAL_HANDLERS):
+    _h["complete"] = lambda req: frame({"type": "complete_reply", "matches": "not a list"})
+    _h["inspect"] = lambda req: None                       # never answers
+''')
+    assert reply["content"]["status"] == "ok", reply["content"]
+    mid = kc.complete("pri", 3)
+    c = kc.get_shell_msg(timeout=30)
+    assert c["parent_header"]["msg_id"] == mid
+    c = c["content"]
+    assert (c["status"], c["ename"]) == ("error", "SandboxError"), c
+    assert "reply was refused: complete_reply" in c["evalue"], c["evalue"]
+    assert c["matches"] == [] and c["cursor_start"] == c["cursor_end"] == 3, c
+    started = time.monotonic()
+    mid = kc.inspect("print", 5)
+    c = kc.get_shell_msg(timeout=30)
+    assert c["parent_header"]["msg_id"] == mid
+    c = c["content"]
+    assert (c["status"], c["ename"]) == ("error", "TimeoutError"), c
+    assert "did not answer within 10 s" in c["evalue"] and c["found"] is False, c
+    assert time.monotonic() - started < 25
+    reply, _ = _run(k, "for _h, _s in zip((_R._IPYTHON_HANDLERS, _R._MINIMAL_HANDLERS), _saved):\n"
+                       "    _h.update(_s)")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    kc.complete("pri", 3)
+    c = kc.get_shell_msg(timeout=30)["content"]
+    assert c["status"] == "ok" and "print" in c["matches"], c
+
+
 # ---- finding 4: one output budget for every byte -----------------------------------------------
 
 def test_max_output_covers_displays(k):
