@@ -124,6 +124,13 @@ static void s_check_forward(const char *buf, const cb_http_req_t *req) {
     }
 }
 
+/* Where the bytes up to n end their last line (0: no line feed). */
+static size_t s_line_end(const uint8_t *d, size_t n) {
+    while (n > 0 && d[n - 1] != '\n')
+        n--;
+    return n;
+}
+
 static void s_request(const uint8_t *d, size_t len) {
     cb_http_req_t req;
     const char *why = NULL;
@@ -181,6 +188,16 @@ static void s_request(const uint8_t *d, size_t len) {
         int prc = s_parse(d, cuts[i], &part, &pw);
         FZ_CHECK(prc == CB_HTTP_INCOMPLETE || (prc == rc && strcmp(pw, why) == 0),
                  "%zu of %zu bytes: %d (%s), whole: %d (%s)", cuts[i], len, prc, pw, rc, why);
+        /* bytes after the last line feed change nothing (cb_http_new_line) */
+        size_t line_end = s_line_end(d, cuts[i]);
+        cb_http_req_t at_line;
+        const char *lw;
+        int lrc = s_parse(d, line_end, &at_line, &lw);
+        FZ_CHECK(lrc == prc && strcmp(lw, pw) == 0, "%zu bytes: %d (%s), to its last line feed "
+                 "(%zu): %d (%s)", cuts[i], prc, pw, line_end, lrc, lw);
+        size_t seen = line_end;
+        FZ_CHECK(!cb_http_new_line((const char *) d, cuts[i], &seen) && seen == cuts[i],
+                 "no line feed after %zu in %zu", line_end, cuts[i]);
     }
     /* the error reply for the reason */
     if (rc >= 400) {
@@ -216,6 +233,16 @@ static void s_response(const uint8_t *d, size_t len) {
         int prc = s_parse_resp(d, cuts[i], &part, &pw);
         FZ_CHECK(prc == CB_HTTP_INCOMPLETE || (prc == rc && strcmp(pw, why) == 0),
                  "%zu of %zu bytes: %d (%s), whole: %d (%s)", cuts[i], len, prc, pw, rc, why);
+        /* bytes after the last line feed change nothing (cb_http_new_line) */
+        size_t line_end = s_line_end(d, cuts[i]);
+        cb_http_resp_t at_line;
+        const char *lw;
+        int lrc = s_parse_resp(d, line_end, &at_line, &lw);
+        FZ_CHECK(lrc == prc && strcmp(lw, pw) == 0, "%zu bytes: %d (%s), to its last line feed "
+                 "(%zu): %d (%s)", cuts[i], prc, pw, line_end, lrc, lw);
+        size_t seen = line_end;
+        FZ_CHECK(!cb_http_new_line((const char *) d, cuts[i], &seen) && seen == cuts[i],
+                 "no line feed after %zu in %zu", line_end, cuts[i]);
     }
 }
 

@@ -165,6 +165,12 @@ static int s_field(const s_line_t *h, size_t *nl, const char **v, size_t *vlen) 
     return 0;
 }
 
+bool cb_http_new_line(const char *buf, size_t len, size_t *seen) {
+    size_t from = *seen <= len ? *seen : 0;
+    *seen = len;
+    return memchr(buf + from, '\n', len - from) != NULL;
+}
+
 int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **why) {
     memset(req, 0, sizeof *req);
     *why = "";

@@ -64,6 +64,11 @@ int cb_http_parse(const char *buf, size_t len, cb_http_req_t *req, const char **
  * CB_HTTP_INCOMPLETE, or 502 with *why (not HTTP/1.x, control bytes, folded
  * or malformed lines, two Content-Length headers, a malformed one). */
 int cb_http_parse_response(const char *buf, size_t len, cb_http_resp_t *resp, const char **why);
+/* Both parsers reach a verdict only where a line ends: whether buf (len
+ * bytes, the head so far) has a line feed past *seen, the length at the last
+ * INCOMPLETE.  Sets *seen = len.  A head sent a byte at a time is then
+ * parsed once per line, not once per byte, with the same verdicts. */
+bool cb_http_new_line(const char *buf, size_t len, size_t *seen);
 /* Writes the head sent upstream for a FORWARD request: "METHOD path
  * HTTP/1.x", Host = the target, the client's headers minus hop-by-hop ones
  * (Connection, Proxy-*, Keep-Alive, TE, Trailer, Upgrade) and Host, then

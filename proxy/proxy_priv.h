@@ -67,6 +67,7 @@ typedef struct {
     bool hs_slot;                                      /* holds one of the handshake slots */
     bool bump;                                         /* TLS terminated: requests are read */
     cb_http_req_t req;                                 /* the request head being served */
+    size_t head_seen;                                  /* bytes of the next head already seen */
     char *hout;                                        /* its head as sent (CB_PROXY_HOUT_MAX) */
     size_t hout_len, hout_off;                         /* its bytes, bytes sent */
     cb_body_t req_body;                                /* FORWARD: where the request ends */
@@ -74,6 +75,7 @@ typedef struct {
     cb_secrets_scan_t frame_scan;                      /* ...its chunked bytes' (exts, trailers) */
     cb_body_t resp_body;                               /* FORWARD: where the response ends */
     bool resp_head;                                    /* its final head is parsed */
+    size_t resp_seen;                                  /* bytes of its next head already seen */
     bool resp_started;                                 /* bytes of it are ready for the sandbox */
     bool resp_done;                                    /* it is complete */
     bool close_after;                                  /* end the connection after it */

@@ -192,7 +192,11 @@ static int s_frame_down(cb_proxy_t *p, cb_pconn_t *c) {
             size_t avail = b->len - b->ready;
             size_t n = avail < CB_PROXY_HEAD_MAX ? avail : CB_PROXY_HEAD_MAX;
             cb_http_resp_t r;
+            if (n < CB_PROXY_HEAD_MAX && !c->u_eof &&
+                !cb_http_new_line(b->data + b->ready, n, &c->resp_seen))
+                return 0; /* no new line: the verdict cannot have changed */
             int rc = cb_http_parse_response(b->data + b->ready, n, &r, &why);
+            if (rc != CB_HTTP_INCOMPLETE) c->resp_seen = 0;
             if (rc == CB_HTTP_INCOMPLETE) {
                 if (n < CB_PROXY_HEAD_MAX && !c->u_eof) return 0;
                 why = n >= CB_PROXY_HEAD_MAX ? "the upstream's response head is too large"
@@ -243,6 +247,7 @@ void cb_px_start(cb_proxy_t *p, cb_pconn_t *c) {
     }
     if (!c->bump) c->c_eof = c->u_eof = c->u_shut = false;
     c->resp_head = c->resp_started = c->resp_done = false;
+    c->resp_seen = 0;
     if (c->hs >= 0 && !c->bump) p->hosts[c->hs].conns++;
     c->deadline = cb_now_ms() + p->cfg.idle_timeout_ms;
     if (c->req.kind == CB_HTTP_CONNECT && !c->forward && p->tls != NULL &&

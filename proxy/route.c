@@ -206,7 +206,10 @@ void cb_px_next_head(cb_proxy_t *p, cb_pconn_t *c) {
     const char *buf = b->data + b->off;
     size_t n = avail < CB_PROXY_HEAD_MAX ? avail : CB_PROXY_HEAD_MAX;
     const char *why = "";
+    if (n < CB_PROXY_HEAD_MAX && !c->c_eof && !cb_http_new_line(buf, n, &c->head_seen))
+        return; /* no new line: the verdict cannot have changed */
     int rc = cb_http_parse(buf, n, &c->req, &why);
+    if (rc != CB_HTTP_INCOMPLETE) c->head_seen = 0;
     if (rc == CB_HTTP_INCOMPLETE) {
         if (n >= CB_PROXY_HEAD_MAX)
             cb_px_deny(p, c, 431, "request head larger than %d bytes", CB_PROXY_HEAD_MAX);

@@ -2,6 +2,7 @@
  * what it refuses and with which status, the head it forwards, and a
  * bounded fuzz run (random and mutated heads must never crash it, read
  * past the given length, or return anything but a status). */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,35 @@ static int parse(const char *s, cb_http_req_t *r) {
 
 static uint64_t s_rng = 0x9e3779b97f4a7c15ULL;
 static uint64_t rnd(void) { return fuzz_rnd(&s_rng); }
+
+/* A head that arrives a byte at a time, parsed as route.c does: only when a
+ * line feed came since the last INCOMPLETE.  Once per line, same verdicts. */
+static void s_byte_at_a_time(void) {
+    const char *heads[] = {"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: y\r\n\r\n",
+                           "GET http://a.test/ HTTP/1.1\nHost: a.test\r\n\r\n",
+                           "get / HTTP/1.1\r\n\r\n"};
+    const int want[] = {CB_HTTP_OK, 400, 400};
+    const size_t lines[] = {4, 1, 1};
+    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++) {
+        size_t n = strlen(heads[h]), seen = 0, parses = 0;
+        int rc = CB_HTTP_INCOMPLETE;
+        cb_http_req_t r;
+        for (size_t got = 1; got <= n && rc == CB_HTTP_INCOMPLETE; got++) {
+            bool gate = cb_http_new_line(heads[h], got, &seen);
+            const char *why;
+            int direct = cb_http_parse(heads[h], got, &r, &why);
+            if (!gate) {
+                TAP_OK(direct == rc, "head %zu: no new line at %zu, no new verdict",
+                       h, got);
+                continue;
+            }
+            parses++;
+            rc = direct;
+        }
+        TAP_EQ_INT(rc, want[h], "head a byte at a time: the whole head's verdict");
+        TAP_EQ_INT(parses, lines[h], "parsed once per line, not once per byte");
+    }
+}
 
 int main(void) {
     cb_http_req_t r;
@@ -169,5 +199,6 @@ int main(void) {
     TAP_OK(ok > 0 && incomplete > 0 && errors > 0,
            "fuzz reached all outcomes (ok %ld, incomplete %ld, errors %ld)", ok, incomplete,
            errors);
+    s_byte_at_a_time();
     TAP_DONE();
 }
