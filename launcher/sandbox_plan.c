@@ -18,6 +18,7 @@
 
 #include "isolate/log.h"
 #include "isolate/userns.h"
+#include "isolate/util.h"
 #include "launcher/snapimage.h"
 
 void cb_sb_err(cb_sandbox_t *sb, const char *fmt, ...) {
@@ -233,7 +234,8 @@ int cb_sb_plan(cb_sandbox_t *sb) {
     char why[CB_REPORT_LINE_MAX / 2] = "";
     /* a paused session's image: refused before anything reads it, unless it
      * is exactly what the store's key sealed and fits this host and limits */
-    if (o->resume_image != NULL && cb_snapimage_verify(o, why, sizeof why) < 0) {
+    cb_autofd int imgfd = -1;
+    if (o->resume_image != NULL && (imgfd = cb_snapimage_verify(o, why, sizeof why)) < 0) {
         cb_sb_err(sb, "%s", why);
         return -1;
     }
@@ -241,6 +243,10 @@ int cb_sb_plan(cb_sandbox_t *sb) {
     if (sb->tier == NULL && why[0] != '\0') {
         cb_sb_err(sb, "%s", why);
         return -1;
+    }
+    if (imgfd >= 0) { /* the directory checked, not its path again */
+        cb_tier_set_image(sb->tier, imgfd);
+        imgfd = -1;
     }
     /* as root: a host id of this sandbox's own (per-uid counters, finding 8
      * of issue 10); unprivileged, the kernel's user is the only id we have */

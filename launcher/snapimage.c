@@ -343,5 +343,7 @@ int cb_snapimage_verify(const cb_options_t *o, char *why, size_t len) {
                    m == NULL ? w : "its files are not the ones sealed");
         return -1;
     }
-    return 0;
+    int checked = imgfd;
+    imgfd = -1;
+    return checked;
 }

@@ -35,7 +35,9 @@ int cb_snapimage_command(cb_sandbox_t *sb, const char *line, int fd);
 void cb_snapimage_answer(const cb_options_t *o, const char *line);
 /* --resume-image: the image's files are exactly what files.mac vouches for,
  * its size fits the limits, and the host software it pins is unchanged.
- * 0 ok, -1 with the cause and the fix in why. */
+ * Returns the image directory it checked, opened (the tier reads that fd,
+ * never the path again: the caller owns it), or -1 with the cause and the
+ * fix in why. */
 int cb_snapimage_verify(const cb_options_t *o, char *why, size_t len);
 
 #endif

@@ -94,6 +94,11 @@ cb_gvisor_t *cb_gvisor_new(const cb_options_t *opts, char *why, size_t why_len) 
     return g;
 }
 
+void cb_gvisor_set_image(cb_gvisor_t *g, int fd) {
+    if (g->image_fd >= 0) close(g->image_fd);
+    g->image_fd = fd;
+}
+
 void cb_gvisor_destroy(cb_gvisor_t **self_p) {
     if (self_p == NULL || *self_p == NULL) return;
     cb_gvisor_t *g = *self_p;
@@ -270,15 +275,11 @@ int cb_gvisor_plan(cb_gvisor_t *g, cb_mount_plan_t *mounts, cb_cgroup_limits_t *
             return -1;
         }
     }
-    /* --resume-image (the launcher verified it): runsc restore reads it as fd 3 */
-    if (g->opts->resume_image != NULL) {
-        if (g->image_fd >= 0) close(g->image_fd);
-        g->image_fd = open(g->opts->resume_image, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (g->image_fd < 0) {
-            (void) snprintf(why, why_len, "the image %s: %s", g->opts->resume_image,
-                            strerror(errno));
-            return -1;
-        }
+    /* --resume-image: runsc restore reads the directory the launcher verified
+     * (cb_gvisor_set_image) as fd 3 */
+    if (g->opts->resume_image != NULL && g->image_fd < 0) {
+        (void) snprintf(why, why_len, "the image %s was not verified", g->opts->resume_image);
+        return -1;
     }
     memset(&g->env, 0, sizeof g->env);
     if (cb_tier_argv_add(&g->env, "PATH=%s", CB_SANDBOX_PATH) < 0 ||

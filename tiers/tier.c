@@ -43,6 +43,13 @@ cb_tier_t *cb_tier_new(const cb_options_t *opts, char *why, size_t why_len) {
     return t;
 }
 
+void cb_tier_set_image(cb_tier_t *t, int fd) {
+    if (t != NULL && t->kind == CB_ISOLATION_GVISOR)
+        cb_gvisor_set_image(t->impl, fd);
+    else if (fd >= 0)
+        close(fd);
+}
+
 void cb_tier_destroy(cb_tier_t **self_p) {
     if (self_p == NULL || *self_p == NULL) return;
     cb_tier_t *t = *self_p;

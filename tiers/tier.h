@@ -43,6 +43,9 @@ typedef struct cb_tier cb_tier_t;
  * tier object); NULL with the cause and the fix in why when the host cannot
  * provide the tier (or out of memory).  opts is borrowed. */
 cb_tier_t *cb_tier_new(const cb_options_t *opts, char *why, size_t why_len);
+/* The verified image directory to restore (--resume-image), owned by the
+ * tier from now on (closed by a tier that restores nothing). */
+void cb_tier_set_image(cb_tier_t *self, int fd);
 /* Idempotent, NULL ok. */
 void cb_tier_destroy(cb_tier_t **self_p);
 /* Adds the tier's own mounts to the sandbox's plan (after the namespaces

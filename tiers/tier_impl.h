@@ -25,6 +25,7 @@ typedef struct cb_gvisor cb_gvisor_t;
 typedef struct cb_microvm cb_microvm_t;
 
 cb_gvisor_t *cb_gvisor_new(const cb_options_t *opts, char *why, size_t why_len);
+void cb_gvisor_set_image(cb_gvisor_t *self, int fd); /* owns fd */
 void cb_gvisor_destroy(cb_gvisor_t **self_p);
 int cb_gvisor_plan(cb_gvisor_t *self, cb_mount_plan_t *mounts, cb_cgroup_limits_t *lim,
                    unsigned long uid, unsigned long gid, const char *runner, char *const *envp,
