@@ -83,6 +83,7 @@
 #define CB_DAP_FRAME_MAX          (8u << 20)  /* one DAP message either way */
 #define CB_DAP_EVENT_MAX          (1u << 20)  /* one event from the runner */
 #define CB_DAP_OUT_MAX            (16u << 20) /* requests queued for the runner */
+#define CB_DAP_DRAIN_MAX          (4u << 20)  /* a replaced runner's unread bytes, discarded */
 #define CB_DEBUG_PENDING_MAX      64          /* debug requests waiting for the runner */
 #define CB_DEBUG_REPLY_TIMEOUT_MS 30000       /* the runner answers a debug request by then */
 #define CB_DEBUG_START_TIMEOUT_MS 180000      /* ... initialize (debugpy loads; a micro-VM boots) */

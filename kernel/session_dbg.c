@@ -154,8 +154,25 @@ void cb_session_hold_deadline(cb_session_t *s, bool hold) {
     cb_session_sync(s);
 }
 
+/* A rollback replaced the runner.  What the old one wrote and the kernel had
+ * not read yet (a pause of the buckets) would start the channel mid-frame:
+ * it is read and dropped now, with what was buffered.  The copy writes
+ * nothing here before the kernel asks (checkpoints are refused once the
+ * debugger has run), so all of it is the old runner's; a channel that keeps
+ * giving past the bound is the copy's doing and is closed. */
 void cb_session_debug_resync(cb_session_t *s) {
     cb_sdbg_reset(s);
+    size_t dropped = 0;
+    while (s->proc.dbg_fd >= 0) {
+        char buf[CB_FRAME_IN_CHUNK];
+        ssize_t n = recv(s->proc.dbg_fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0) break; /* empty (or EOF and errors, which the next read sees) */
+        dropped += (size_t) n;
+        cb_bucket_take(&s->bytes, (double) n, cb_now_ms());
+        if (dropped > CB_DAP_DRAIN_MAX) s_close(s, "the replaced runner's bytes do not end");
+    }
+    if (dropped > 0) LOG_I("dropped %zu bytes the replaced runner left on the debugger's channel",
+                           dropped);
     cb_session_sync(s);
 }
 

@@ -483,6 +483,18 @@ int main(void) {
     s_run(loop, c_debug, 2000);
     TAP_OK(d.msgs == 1 && d.kind == CB_DAP_RESPONSE && d.request_seq == 5,
            "the runner's request is refused, its response handed over");
+    /* a rollback replaced the runner: what the old one left unread (half a
+     * message here) is dropped, and the copy's first message is read whole */
+    uint8_t half[] = {0, 0, 1, 0, '{', '"', 't', 'y', 'p', 'e', '"', ':'};
+    if (write(dbg[1], half, sizeof half) != (ssize_t) sizeof half) perror("write");
+    cb_session_debug_resync(s);
+    d.msgs = 0;
+    s_write_to(dbg[1], "{\"type\":\"response\",\"request_seq\":6,\"command\":\"y\","
+                       "\"success\":true}");
+    s_run(loop, c_debug, 2000);
+    TAP_OK(d.msgs == 1 && d.request_seq == 6 && cb_session_debug_open(s),
+           "after a rollback the old runner's unread half message is dropped, not read as the "
+           "start of the next");
     cfg.cell_output_max = 200;
     TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
                "an execute");
