@@ -54,7 +54,6 @@ class _State:
     seqs = itertools.count(_INTERNAL_SEQ)
     hook = None                      # debugpy's breakpointhook, installed once it runs
     stopped = set()                  # DAP ids of threads stopped now
-    removed_cleanup = {}             # IPython cleanup transforms taken out while debugging
     retrace = False                  # an interrupt ended the main thread's tracing
 
 

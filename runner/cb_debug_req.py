@@ -57,25 +57,10 @@ def _user_ns():
 
 
 def debugging(on):
-    """A frontend attached (on) or detached: while it is, IPython keeps a
-    cell's leading empty lines, so that its lines are the lines of the
-    file the frontend set breakpoints in (ipykernel does the same)."""
+    """A frontend attached (on) or detached.  The shell follows before the
+    next cell, on the main thread (cb_shell._apply_debugging), never from
+    this one."""
     _S.debugging = on
-    shell = _S.shell
-    if shell is None:
-        return
-    try:
-        from IPython.core.inputtransformer2 import leading_empty_lines
-    except ImportError:
-        return
-    cleanup = shell.input_transformer_manager.cleanup_transforms
-    removed = _debug._D.removed_cleanup
-    if on and leading_empty_lines in cleanup:
-        i = cleanup.index(leading_empty_lines)
-        removed[i] = cleanup.pop(i)
-    elif not on:
-        for i in sorted(removed):
-            cleanup.insert(i, removed.pop(i))
 
 
 # ---------------------------------------------------------------- files

@@ -430,6 +430,28 @@ def _done(shell, res, uexpr):
 # ---------------------------------------------------------------- requests
 
 
+_removed_cleanup = {}   # IPython's cleanup transforms taken out while a debugger is attached
+
+
+def _apply_debugging(shell):
+    """While a frontend has the debugger attached (_S.debugging, set by the
+    debugger's thread), IPython keeps a cell's leading empty lines, so that
+    its lines are the lines of the file the frontend set breakpoints in
+    (ipykernel does the same).  Here, on the main thread before each cell:
+    the transforms are never changed under a cell IPython is reading."""
+    try:
+        from IPython.core.inputtransformer2 import leading_empty_lines
+    except ImportError:
+        return
+    cleanup = shell.input_transformer_manager.cleanup_transforms
+    if _S.debugging and leading_empty_lines in cleanup:
+        i = cleanup.index(leading_empty_lines)
+        _removed_cleanup[i] = cleanup.pop(i)
+    elif not _S.debugging:
+        for i in sorted(_removed_cleanup):
+            cleanup.insert(i, _removed_cleanup.pop(i))
+
+
 def execute(req):
     shell = _S.shell
     code, silent, store, uexpr, count = _runner._execute_fields(req)
@@ -437,6 +459,7 @@ def execute(req):
         shell.execution_count = count      # the kernel numbers the cells
     _S.colors = req.get("colors")
     _apply_colors(shell)
+    _apply_debugging(shell)
     _S.count = count if count is not None else shell.execution_count
     _S.silent = silent
     _S.allow_stdin = bool(req.get("allow_stdin", False))
