@@ -23,6 +23,7 @@
 #include <string.h>
 
 #define S_INPUT_REFUSED "input was requested, but this frontend does not support input requests"
+#define S_BAD_REQUEST_MSG_MAX (CB_FRAME_SMALL_MAX + 64) /* the prefix and a whole reason: never cut */
 
 /* Remembers the parent of the execute (or comm) just handed to the session. */
 static void s_remember(cb_kernel_t *k, json_int_t seq, const json_t *header) {
@@ -340,10 +341,18 @@ static void s_end_assist(cb_kernel_t *k, const cb_req_end_t *e) {
     /* no answer (refused, timed out, the sandbox ended): an error that says
      * why, keeping the ok reply's fields for frontends that read them first
      * (is_complete has "unknown" for that) */
-    if (c && e->ename && e->kind != CB_REQ_IS_COMPLETE) {
-        const char *why = e->message ? e->message : "the sandbox gave no answer";
+    bool bad = e->frame && e->frame->type == CB_RF_BAD_REQUEST;
+    const char *ename = bad ? "SandboxError" : e->ename;
+    if (c && ename && e->kind != CB_REQ_IS_COMPLETE) {
+        char said[S_BAD_REQUEST_MSG_MAX];
+        if (bad)
+            snprintf(said, sizeof said, "the sandbox could not read the request: %s",
+                     e->frame->u.bad.error ? e->frame->u.bad.error : "(no reason)");
+        const char *why = bad         ? said
+                          : e->message ? e->message
+                                       : "the sandbox gave no answer";
         json_object_set_new(c, "status", json_string("error"));
-        json_object_set_new(c, "ename", json_string(e->ename));
+        json_object_set_new(c, "ename", json_string(ename));
         json_object_set_new(c, "evalue", json_string(why));
         json_object_set_new(c, "traceback", json_pack("[s]", why));
     }

@@ -318,6 +318,7 @@ void cb_sio_frame(cb_session_t *s, const cb_rframe_t *f) {
         return;
     case CB_RF_BAD_REQUEST:
         if (f->has_seq && f->seq != s->seq) goto refuse;
+        if (cb_sio_snap_owns_request(s)) goto refuse; /* a rollback or a held done ends it */
         LOG_W("the runner could not read request %lld: %s", (long long) s->seq, f->u.bad.error);
         s_end_request(s, f, NULL, NULL, false);
         return;

@@ -188,6 +188,14 @@ for _h in (_R._IPYTHON_HANDLERS, _R._MINIMAL_HANDLERS):
     assert (c["status"], c["ename"]) == ("error", "SandboxError"), c
     assert "reply was refused: complete_reply" in c["evalue"], c["evalue"]
     assert c["matches"] == [] and c["cursor_start"] == c["cursor_end"] == 3, c
+    reply, _ = _run(k, "for _h in (_R._IPYTHON_HANDLERS, _R._MINIMAL_HANDLERS):\n"
+                       "    _h['complete'] = lambda req: frame({'type': 'bad_request', "
+                       "'error': 'a forged reason'})")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    kc.complete("pri", 3)
+    c = kc.get_shell_msg(timeout=30)["content"]
+    assert (c["status"], c["ename"]) == ("error", "SandboxError"), c
+    assert c["evalue"] == "the sandbox could not read the request: a forged reason", c
     started = time.monotonic()
     mid = kc.inspect("print", 5)
     c = kc.get_shell_msg(timeout=30)

@@ -266,18 +266,22 @@ v = 2
     assert k.run("print(v)")[0] == "1\n"
 
 
-def test_a_second_done_while_one_is_held_ends_nothing(cb_kernel):
+@pytest.mark.parametrize("second", [
+    {"type": "done", "status": "ok", "user_expressions": {"second": {}}},
+    {"type": "bad_request", "error": "forged"},
+], ids=["done", "bad_request"])
+def test_a_second_done_while_one_is_held_ends_nothing(cb_kernel, second):
     """A cell that asked for a checkpoint has its done held until the
-    checkpoint is made; a second done then (forged with the seq the
-    kernel's checkpoint frame took) is refused.  It used to end the cell at once, and
+    checkpoint is made; a second done or a bad_request then (forged with
+    the seq the kernel's checkpoint frame took) is refused.  It used to end the cell at once, and
     the held done then ended the *next* cell, queued behind the checkpoint,
     with the old cell's answer."""
     k = cb_kernel
     first = k.kc.execute(RAW + """
 frame({"type": "snapshot_request", "op": "checkpoint", "name": "held"})
 frame({"type": "done", "status": "ok", "user_expressions": {"held": {}}})
-frame({"type": "done", "status": "ok", "user_expressions": {"second": {}}}, seq=_S.seq + 1)
-""")
+frame(SECOND, seq=_S.seq + 1)
+""".replace("SECOND", repr(second)))
     second = k.kc.execute("print('second ran')")
     replies, out = {}, []
     deadline = time.monotonic() + 60
@@ -302,6 +306,7 @@ frame({"type": "done", "status": "ok", "user_expressions": {"second": {}}}, seq=
     names = [e["name"] for e in ctl(k, "cellblock_checkpoints_request")["checkpoints"]]
     assert names == ["held"], names
     assert k.run("print(1 + 1)")[0] == "2\n"
+    assert ctl(k, "cellblock_forget_request", name="held")["status"] == "ok"
 
 
 def test_stale_bytes_of_a_killed_runner_are_skipped(cb_kernel):
