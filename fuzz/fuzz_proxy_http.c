@@ -193,8 +193,10 @@ static void s_request(const uint8_t *d, size_t len) {
         cb_http_req_t at_line;
         const char *lw;
         int lrc = s_parse(d, line_end, &at_line, &lw);
-        FZ_CHECK(lrc == prc && strcmp(lw, pw) == 0, "%zu bytes: %d (%s), to its last line feed "
-                 "(%zu): %d (%s)", cuts[i], prc, pw, line_end, lrc, lw);
+        FZ_CHECK(lrc == prc && strcmp(lw, pw) == 0,
+                 "%zu bytes: %d (%s), to its last line feed "
+                 "(%zu): %d (%s)",
+                 cuts[i], prc, pw, line_end, lrc, lw);
         size_t seen = line_end;
         FZ_CHECK(!cb_http_new_line((const char *) d, cuts[i], &seen) && seen == cuts[i],
                  "no line feed after %zu in %zu", line_end, cuts[i]);
@@ -238,8 +240,10 @@ static void s_response(const uint8_t *d, size_t len) {
         cb_http_resp_t at_line;
         const char *lw;
         int lrc = s_parse_resp(d, line_end, &at_line, &lw);
-        FZ_CHECK(lrc == prc && strcmp(lw, pw) == 0, "%zu bytes: %d (%s), to its last line feed "
-                 "(%zu): %d (%s)", cuts[i], prc, pw, line_end, lrc, lw);
+        FZ_CHECK(lrc == prc && strcmp(lw, pw) == 0,
+                 "%zu bytes: %d (%s), to its last line feed "
+                 "(%zu): %d (%s)",
+                 cuts[i], prc, pw, line_end, lrc, lw);
         size_t seen = line_end;
         FZ_CHECK(!cb_http_new_line((const char *) d, cuts[i], &seen) && seen == cuts[i],
                  "no line feed after %zu in %zu", line_end, cuts[i]);

@@ -23,7 +23,8 @@
 #include <string.h>
 
 #define S_INPUT_REFUSED "input was requested, but this frontend does not support input requests"
-#define S_BAD_REQUEST_MSG_MAX (CB_FRAME_SMALL_MAX + 64) /* the prefix and a whole reason: never cut */
+#define S_BAD_REQUEST_MSG_MAX                                                                      \
+    (CB_FRAME_SMALL_MAX + 64) /* the prefix and a whole reason: never cut */
 
 /* Remembers the parent of the execute (or comm) just handed to the session. */
 static void s_remember(cb_kernel_t *k, json_int_t seq, const json_t *header) {
@@ -348,9 +349,7 @@ static void s_end_assist(cb_kernel_t *k, const cb_req_end_t *e) {
         if (bad)
             snprintf(said, sizeof said, "the sandbox could not read the request: %s",
                      e->frame->u.bad.error ? e->frame->u.bad.error : "(no reason)");
-        const char *why = bad         ? said
-                          : e->message ? e->message
-                                       : "the sandbox gave no answer";
+        const char *why = bad ? said : e->message ? e->message : "the sandbox gave no answer";
         json_object_set_new(c, "status", json_string("error"));
         json_object_set_new(c, "ename", json_string(ename));
         json_object_set_new(c, "evalue", json_string(why));

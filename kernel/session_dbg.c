@@ -171,8 +171,8 @@ void cb_session_debug_resync(cb_session_t *s) {
         cb_bucket_take(&s->bytes, (double) n, cb_now_ms());
         if (dropped > CB_DAP_DRAIN_MAX) s_close(s, "the replaced runner's bytes do not end");
     }
-    if (dropped > 0) LOG_I("dropped %zu bytes the replaced runner left on the debugger's channel",
-                           dropped);
+    if (dropped > 0)
+        LOG_I("dropped %zu bytes the replaced runner left on the debugger's channel", dropped);
     cb_session_sync(s);
 }
 

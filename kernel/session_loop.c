@@ -15,6 +15,8 @@
 #include <signal.h>
 #include <stdio.h>
 
+#define S_ASSIST_LATE_MSG_MAX 96 /* the sentence of an unanswered complete/inspect */
+
 static int s_on_fd(zloop_t *loop, zmq_pollitem_t *item, void *arg);
 static int s_on_timer(zloop_t *loop, int timer_id, void *arg);
 
@@ -29,8 +31,6 @@ static int64_t s_hello_due(const cb_session_t *s) {
 
 static int64_t s_next_deadline(cb_session_t *s, int64_t now) {
     int64_t d = 0;
-#define S_ASSIST_LATE_MSG_MAX 96 /* the sentence of an unanswered complete/inspect */
-
 #define S_MIN(x)                                                                                   \
     do {                                                                                           \
         int64_t x_ = (x);                                                                          \

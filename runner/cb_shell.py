@@ -544,6 +544,7 @@ def inspect(req):
 
 
 def is_complete(req):
+    _apply_debugging(_S.shell)     # check_complete runs the cleanup transforms too
     code = req.get("code")
     if not isinstance(code, str):
         code = ""

@@ -45,8 +45,7 @@ static void s_byte_at_a_time(void) {
             const char *why;
             int direct = cb_http_parse(heads[h], got, &r, &why);
             if (!gate) {
-                TAP_OK(direct == rc, "head %zu: no new line at %zu, no new verdict",
-                       h, got);
+                TAP_OK(direct == rc, "head %zu: no new line at %zu, no new verdict", h, got);
                 continue;
             }
             parses++;
