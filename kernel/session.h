@@ -217,7 +217,11 @@ bool cb_session_starting(const cb_session_t *s);
 /* The execute in flight is stopped at a breakpoint (true) or runs again:
  * its --timeout clock pauses meanwhile, for CB_DEBUG_HOLD_MAX_MS in all. */
 void cb_session_hold_deadline(cb_session_t *s, bool hold);
-/* A rollback replaced the runner: partial debugger frames either way are dropped. */
-void cb_session_debug_resync(cb_session_t *s);
+/* A rollback is replacing the runner (its processes have ended): what the
+ * debugger's channel holds either way is dropped, and its input from now on
+ * up to the woken copy's frame {"type":"cellblock_resumed","nonce":NONCE}
+ * (docs/RUNNER_PROTOCOL.md section 4); more than CB_DAP_DRAIN_MAX bytes
+ * before it close the channel. */
+void cb_session_debug_resync(cb_session_t *s, const char *nonce);
 
 #endif

@@ -21,12 +21,17 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#define S_MARK_BODY     "{\"type\":\"cellblock_resumed\",\"nonce\":\"%s\"}"
+#define S_MARK_BODY_MAX 96 /* S_MARK_BODY with its nonce */
+
 bool cb_sdbg_pending(const cb_session_t *s) { return s->dbg_in_len > 0; }
 
 void cb_sdbg_reset(cb_session_t *s) {
     free(s->dbg_in);
     free(s->dbg_out);
-    s->dbg_in = s->dbg_out = NULL;
+    free(s->dbg_mark);
+    s->dbg_in = s->dbg_out = s->dbg_mark = NULL;
+    s->dbg_mark_len = s->dbg_dropped = 0;
     s->dbg_in_len = s->dbg_in_cap = s->dbg_out_len = s->dbg_out_off = 0;
 }
 
@@ -40,7 +45,38 @@ static void s_close(cb_session_t *s, const char *why) {
     if (s->cbs.on_debug) s->cbs.on_debug(s->ud, NULL);
 }
 
+/* After a rollback: false while the copy's marker has not come (what came
+ * before it is dropped, and charged); true once it has, the input after it
+ * kept.  Closes the channel once more than CB_DAP_DRAIN_MAX bytes came
+ * without it. */
+static bool s_marked(cb_session_t *s) {
+    if (s->dbg_mark == NULL) return true;
+    const uint8_t *at = NULL;
+    size_t drop = 0; /* the bytes before the marker (all but a tail that may start it), and it */
+    if (s->dbg_in_len >= s->dbg_mark_len) {
+        at = memmem(s->dbg_in, s->dbg_in_len, s->dbg_mark, s->dbg_mark_len);
+        drop = at ? (size_t) (at - s->dbg_in) + s->dbg_mark_len
+                  : s->dbg_in_len - (s->dbg_mark_len - 1);
+    }
+    s->dbg_dropped += at ? drop - s->dbg_mark_len : drop;
+    cb_bucket_take(&s->bytes, (double) drop, cb_now_ms());
+    memmove(s->dbg_in, s->dbg_in + drop, s->dbg_in_len - drop);
+    s->dbg_in_len -= drop;
+    if (at == NULL && s->dbg_dropped > CB_DAP_DRAIN_MAX) {
+        s_close(s, "no resumed runner's marker after a rollback");
+        return false;
+    }
+    if (at == NULL) return false;
+    if (s->dbg_dropped > 0)
+        LOG_I("dropped %zu bytes of the replaced runner on the debugger's channel", s->dbg_dropped);
+    free(s->dbg_mark);
+    s->dbg_mark = NULL;
+    s->dbg_mark_len = s->dbg_dropped = 0;
+    return true;
+}
+
 void cb_sdbg_process(cb_session_t *s) {
+    if (!s_marked(s)) return;
     size_t off = 0;
     while (s->dbg_in_len - off > 0 && !s->paused && s->proc.dbg_fd >= 0) {
         int64_t now = cb_now_ms();
@@ -154,26 +190,20 @@ void cb_session_hold_deadline(cb_session_t *s, bool hold) {
     cb_session_sync(s);
 }
 
-/* A rollback replaced the runner.  What the old one wrote and the kernel had
- * not read yet (a pause of the buckets) would start the channel mid-frame:
- * it is read and dropped now, with what was buffered.  The copy writes
- * nothing here before the kernel asks (checkpoints are refused once the
- * debugger has run), so all of it is the old runner's; a channel that keeps
- * giving past the bound is the copy's doing and is closed. */
-void cb_session_debug_resync(cb_session_t *s) {
+void cb_session_debug_resync(cb_session_t *s, const char *nonce) {
     cb_sdbg_reset(s);
-    size_t dropped = 0;
-    while (s->proc.dbg_fd >= 0) {
-        char buf[CB_FRAME_IN_CHUNK];
-        ssize_t n = recv(s->proc.dbg_fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n <= 0) break; /* empty (or EOF and errors, which the next read sees) */
-        dropped += (size_t) n;
-        cb_bucket_take(&s->bytes, (double) n, cb_now_ms());
-        if (dropped > CB_DAP_DRAIN_MAX) s_close(s, "the replaced runner's bytes do not end");
+    if (s->proc.dbg_fd < 0) return;
+    char body[S_MARK_BODY_MAX];
+    int bl = snprintf(body, sizeof body, S_MARK_BODY, nonce);
+    if (bl < 0 || (size_t) bl >= sizeof body || (s->dbg_mark = malloc((size_t) bl + 4)) == NULL) {
+        s_close(s, "out of memory");
+        return;
     }
-    if (dropped > 0)
-        LOG_I("dropped %zu bytes the replaced runner left on the debugger's channel", dropped);
-    cb_session_sync(s);
+    for (int i = 0; i < 4; i++)
+        s->dbg_mark[i] = (uint8_t) ((unsigned) bl >> (24 - 8 * i));
+    memcpy(s->dbg_mark + 4, body, (size_t) bl);
+    s->dbg_mark_len = (size_t) bl + 4;
+    s->dbg_dropped = 0;
 }
 
 static bool s_printable(const char *t) {

@@ -102,6 +102,8 @@ struct cb_session {
     size_t dbg_in_len, dbg_in_cap;         /* used / allocated */
     uint8_t *dbg_out;                      /* frames to write */
     size_t dbg_out_len, dbg_out_off;       /* queued / written */
+    uint8_t *dbg_mark;                     /* after a rollback: input dropped up to this frame */
+    size_t dbg_mark_len, dbg_dropped;      /* its bytes; bytes dropped looking for it */
     char cell_prefix[CB_CELL_PREFIX_MAX];  /* from hello */
     bool debugger;                         /* from hello */
     int64_t deadline_base;                 /* the execute's deadline before holds */

@@ -89,6 +89,7 @@ static void s_start_resync(cb_session_t *s) {
     /* the old runner is dead: its output goes out now, its frames and
      * whatever we had not yet written for it are dropped */
     cb_sio_drain(s, true);
+    cb_session_debug_resync(s, p->nonce); /* the debugger's channel, likewise */
     s->in_off = s->in_len;
     free(s->out);
     s->out = out;

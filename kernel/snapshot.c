@@ -405,7 +405,6 @@ static void s_on_done(void *ud, const cb_snap_result_t *r) {
     /* a rollback: the kernel's own record says where the session is now; the
      * debugger's requests and mirror were the replaced runner's */
     if (k->debug) cb_debug_runner_replaced(k->debug);
-    cb_session_debug_resync(k->session);
     int count = rec ? rec->count : k->exec_count;
     k->exec_count = count;
     if (rec) s_restore_comms(k, rec->comms);

@@ -34,6 +34,7 @@ _TAKEN = b"k"               # ... and the byte it writes when it takes a copy (C
 _FRAME_READ = 1 << 16
 _RESYNC = '{"type":"resync","nonce":"%s"}'      # byte for byte what the kernel writes
 _RESUMED = '{"type":"resumed","nonce":"%s"}'    # ... and what it looks for
+_DBG_MARK = '{"type":"cellblock_resumed","nonce":"%s"}'  # on the debugger's channel, likewise
 
 
 def reap():
@@ -230,24 +231,35 @@ def checkpoint(req):
             except OSError:
                 pass
         _resync(nonce)
+        woken_by = nonce
         # keep the checkpoint for the next rollback: a copy of this state parks
         # (after the kernel has its answer: the fork is off the rollback's path)
         try:
             role, nonce = _fork_copy(fifo)
         except OSError:
+            _debug_again(woken_by)
             return                # the agent reports the checkpoint lost
         if role == "runner":
-            _debug_again()
+            _debug_again(woken_by)
             return
 
 
-def _debug_again():
+def _debug_again(nonce):
     """The woken copy serves the debugger's channel again: the fork kept only
     the thread that forked, so the old runner's bridge thread is not here.
     (The kernel takes no checkpoint once the debugger has run: what debugpy
-    held, threads included, is not in a copy.)"""
+    held, threads included, is not in a copy.)  Its first frame there is the
+    marker up to which the kernel drops what the old runner left in the
+    channel (relays included: gVisor's init, the micro-VM's mux)."""
     if not _S.debug_available:
         return
+    out = (_DBG_MARK % nonce).encode("ascii")
+    view = memoryview(len(out).to_bytes(4, "big") + out)
+    try:
+        while view:
+            view = view[os.write(_runner._DEBUG_FD, view):]
+    except OSError:
+        return                    # the channel is gone: the kernel closes its end
     _runner._mod("cb_debug").after_fork()
     _runner._thread.start_new_thread(_runner._debug_bridge, ())
 

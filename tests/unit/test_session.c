@@ -483,18 +483,27 @@ int main(void) {
     s_run(loop, c_debug, 2000);
     TAP_OK(d.msgs == 1 && d.kind == CB_DAP_RESPONSE && d.request_seq == 5,
            "the runner's request is refused, its response handed over");
-    /* a rollback replaced the runner: what the old one left unread (half a
-     * message here) is dropped, and the copy's first message is read whole */
+    /* a rollback replaced the runner: what the old one left (a whole message
+     * and half of one, still in the socket or on their way through a relay)
+     * is dropped up to the copy's marker; the copy's messages after it are
+     * read whole */
+    const char *nonce = "0123456789abcdef0123456789abcdef";
+    cb_session_debug_resync(s, nonce);
+    d.msgs = 0;
+    s_write_to(dbg[1], "{\"type\":\"response\",\"request_seq\":7,\"command\":\"old\","
+                       "\"success\":true}");
     uint8_t half[] = {0, 0, 1, 0, '{', '"', 't', 'y', 'p', 'e', '"', ':'};
     if (write(dbg[1], half, sizeof half) != (ssize_t) sizeof half) perror("write");
-    cb_session_debug_resync(s);
-    d.msgs = 0;
+    s_run(loop, c_never, 100);
+    TAP_EQ_INT(d.msgs, 0, "after a rollback nothing the old runner wrote is handed over");
+    s_write_to(dbg[1], "{\"type\":\"cellblock_resumed\",\"nonce\":\"0123456789abcdef"
+                       "0123456789abcdef\"}");
     s_write_to(dbg[1], "{\"type\":\"response\",\"request_seq\":6,\"command\":\"y\","
                        "\"success\":true}");
     s_run(loop, c_debug, 2000);
     TAP_OK(d.msgs == 1 && d.request_seq == 6 && cb_session_debug_open(s),
-           "after a rollback the old runner's unread half message is dropped, not read as the "
-           "start of the next");
+           "... and the copy's first message after its marker is read whole (%d, seq %lld)", d.msgs,
+           (long long) d.request_seq);
     cfg.cell_output_max = 200;
     TAP_EQ_INT(cb_session_request(s, CB_REQ_EXECUTE, json_pack("{s:s}", "type", "execute")), 0,
                "an execute");
@@ -514,6 +523,26 @@ int main(void) {
     TAP_OK(d.closed == 1 && !cb_session_debug_open(s), "a broken length closes the channel");
     TAP_OK(cb_session_current(s) == CB_REQ_EXECUTE, "... and only the channel");
     close(dbg[1]);
+    /* a copy that never says it: the channel closes past the bound */
+    int dbg2[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dbg2) < 0) abort();
+    cb_session_adopt_debug(s, dbg2[0]);
+    (void) fcntl(dbg2[1], F_SETFL, O_NONBLOCK); /* the kernel reads as its buckets allow */
+    cb_session_debug_resync(s, nonce);
+    d.closed = 0;
+    {
+        static uint8_t junk[1 << 16];
+        memset(junk, 'x', sizeof junk);
+        for (size_t sent = 0; sent <= CB_DAP_DRAIN_MAX && d.closed == 0;) {
+            ssize_t w = write(dbg2[1], junk, sizeof junk);
+            if (w > 0) sent += (size_t) w;
+            s_run(loop, c_never, 5);
+        }
+        s_run(loop, c_closed, 2000);
+    }
+    TAP_OK(d.closed == 1 && !cb_session_debug_open(s),
+           "without the copy's marker the channel closes after %u bytes", CB_DAP_DRAIN_MAX);
+    close(dbg2[1]);
     s_end(&s);
 
     /* 7b. the runner shuts its end of the event socket for reading: the
