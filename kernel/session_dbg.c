@@ -24,7 +24,9 @@
 #define S_MARK_BODY     "{\"type\":\"cellblock_resumed\",\"nonce\":\"%s\"}"
 #define S_MARK_BODY_MAX 96 /* S_MARK_BODY with its nonce */
 
-bool cb_sdbg_pending(const cb_session_t *s) { return s->dbg_in_len > 0; }
+/* Buffered messages wait for the buckets, not for more bytes: a part of one
+ * (a runner that wrote half a message and stopped) wakes nothing. */
+bool cb_sdbg_pending(const cb_session_t *s) { return s->dbg_in_len > 0 && !s->dbg_need; }
 
 void cb_sdbg_reset(cb_session_t *s) {
     free(s->dbg_in);
@@ -33,6 +35,7 @@ void cb_sdbg_reset(cb_session_t *s) {
     s->dbg_in = s->dbg_out = s->dbg_mark = NULL;
     s->dbg_mark_len = s->dbg_dropped = 0;
     s->dbg_in_len = s->dbg_in_cap = s->dbg_out_len = s->dbg_out_off = 0;
+    s->dbg_need = false;
 }
 
 /* The channel is gone (EOF, broken, or the sandbox ended). */
@@ -66,7 +69,10 @@ static bool s_marked(cb_session_t *s) {
         s_close(s, "no resumed runner's marker after a rollback");
         return false;
     }
-    if (at == NULL) return false;
+    if (at == NULL) {
+        s->dbg_need = true; /* the marker is not all here yet */
+        return false;
+    }
     if (s->dbg_dropped > 0)
         LOG_I("dropped %zu bytes of the replaced runner on the debugger's channel", s->dbg_dropped);
     free(s->dbg_mark);
@@ -85,7 +91,10 @@ void cb_sdbg_process(cb_session_t *s) {
         size_t blen, used;
         int rc = cb_frame_extract(s->dbg_in + off, s->dbg_in_len - off, CB_DAP_FRAME_MAX, &body,
                                   &blen, &used);
-        if (rc == CB_FRAME_NEED) break;
+        if (rc == CB_FRAME_NEED) {
+            s->dbg_need = true;
+            break;
+        }
         if (rc == CB_FRAME_FATAL) {
             LOG_W("the runner broke the debugger's framing (a length outside 1..%u)",
                   (unsigned) CB_DAP_FRAME_MAX);
@@ -129,6 +138,7 @@ void cb_sdbg_read(cb_session_t *s) {
         return;
     }
     if (got == -1) return;
+    s->dbg_need = false; /* new bytes (or the end): what is buffered may be handled now */
     if (got == 0 || got == -3) {
         cb_sdbg_process(s);
         s_close(s, got == 0 ? "end of file" : "read error");

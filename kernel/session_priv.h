@@ -102,6 +102,7 @@ struct cb_session {
     size_t dbg_in_len, dbg_in_cap;         /* used / allocated */
     uint8_t *dbg_out;                      /* frames to write */
     size_t dbg_out_len, dbg_out_off;       /* queued / written */
+    bool dbg_need;                         /* what is buffered needs more bytes to be handled */
     uint8_t *dbg_mark;                     /* after a rollback: input dropped up to this frame */
     size_t dbg_mark_len, dbg_dropped;      /* its bytes; bytes dropped looking for it */
     char cell_prefix[CB_CELL_PREFIX_MAX];  /* from hello */

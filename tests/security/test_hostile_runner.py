@@ -212,6 +212,30 @@ for _h in (_R._IPYTHON_HANDLERS, _R._MINIMAL_HANDLERS):
     assert c["status"] == "ok" and "print" in c["matches"], c
 
 
+def _wakeups(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise KeyError("voluntary_ctxt_switches")
+
+
+def test_half_a_debugger_message_does_not_keep_the_kernel_awake(k):
+    """The runner writes one byte of a debugger message and stops: the kernel
+    waits for the rest without waking.  It used to take the partial message
+    for one held back by the rate buckets and look again every millisecond
+    (about 900 wake-ups a second here, for as long as the sandbox liked)."""
+    reply, _ = _run(k, "import os\nos.write(4, b'\\x00')")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    pid = _pid(k)
+    before = _wakeups(pid)
+    time.sleep(2)
+    woke = _wakeups(pid) - before
+    assert woke < 100, "the idle kernel woke %d times in 2 s" % woke
+    reply, _ = _run(k, "print('still serving')")
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+
 # ---- finding 4: one output budget for every byte -----------------------------------------------
 
 def test_max_output_covers_displays(k):
