@@ -73,6 +73,45 @@ def test_a_kept_alive_second_request_is_checked_and_rewritten(px, up):
     assert raw.count(b"Connection: close\r\n") == 2, raw
 
 
+def _dribble(s, data):
+    """One byte per send, each its own read for the proxy."""
+    for i in range(len(data)):
+        s.sendall(data[i:i + 1])
+        time.sleep(0.002)
+
+
+def test_heads_sent_a_byte_at_a_time_are_served_like_whole_ones(px, up):
+    """The proxy parses a head again only when a line has ended since it last
+    looked (both parsers decide only at line ends): a head that arrives a
+    byte at a time, the next head on the same connection, and a malformed
+    one get exactly the answers they get whole."""
+    s, f = _conn(px)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for path, host in (("one", "a"), ("two", "b")):
+        _dribble(s, f"GET http://{host}.test:{up.port}/{path} HTTP/1.1\r\nX-A: 1\r\n\r\n"
+                 .encode())
+        st, _, body = read_response(f)
+        assert st == "HTTP/1.1 200 OK", st
+        assert body.endswith(f"/{path} Host {host}.test:{up.port}".encode()), body
+    # a long head a byte at a time, then a short one with its body in one
+    # send, its line feeds all before where the long one ended: what the
+    # proxy saw of a head starts again with each head
+    _dribble(s, f"GET http://a.test:{up.port}/long HTTP/1.1\r\nX-Pad: {'p' * 300}\r\n\r\n"
+             .encode())
+    st, _, _ = read_response(f)
+    assert st == "HTTP/1.1 200 OK", st
+    s.sendall(f"POST http://b.test:{up.port}/short HTTP/1.1\r\nContent-Length: 400\r\n\r\n"
+              .encode() + b"y" * 400)
+    st, _, body = read_response(f)
+    assert st == "HTTP/1.1 200 OK" and b"/short" in body, (st, body)
+    _dribble(s, f"GET http://a.test:{up.port}/three HTTP/1.1\nX-B: 2\r\n".encode())
+    st, _, _ = read_response(f)
+    assert st.startswith("HTTP/1.1 400 Bad Request (cellblock proxy: a line not ended by CRLF"), st
+    s.close()
+    assert _lines(up) == ["GET /one HTTP/1.1", "GET /two HTTP/1.1", "GET /long HTTP/1.1",
+                          "POST /short HTTP/1.1"], up.requests
+
+
 def test_pipelined_requests_are_each_checked(px, up):
     s, f = _conn(px)
     s.sendall(f"GET http://a.test:{up.port}/one HTTP/1.1\r\n\r\n"
