@@ -131,6 +131,45 @@ static size_t s_line_end(const uint8_t *d, size_t n) {
     return n;
 }
 
+/* A parser's verdict on the first len bytes (the head it fills is dropped). */
+typedef int (*s_verdict_fn)(const uint8_t *d, size_t len, const char **why);
+
+static int s_req_verdict(const uint8_t *d, size_t len, const char **why) {
+    cb_http_req_t req;
+    return s_parse(d, len, &req, why);
+}
+
+static int s_resp_verdict(const uint8_t *d, size_t len, const char **why) {
+    cb_http_resp_t resp;
+    return s_parse_resp(d, len, &resp, why);
+}
+
+/* Cuts before the head's end (end of len bytes; the whole gave rc, why):
+ * INCOMPLETE or the same error (a read boundary never changes the verdict),
+ * and the same verdict as the bytes up to the cut's last line feed (what
+ * comes after it changes nothing: cb_http_new_line). */
+static void s_check_cuts(const uint8_t *d, size_t len, size_t end, int rc, const char *why,
+                         s_verdict_fn verdict) {
+    size_t cuts[FZ_CUTS_MAX];
+    size_t k = s_cuts(d, end, cuts);
+    for (size_t i = 0; i < k; i++) {
+        if (cuts[i] >= end) continue;
+        const char *pw;
+        int prc = verdict(d, cuts[i], &pw);
+        FZ_CHECK(prc == CB_HTTP_INCOMPLETE || (prc == rc && strcmp(pw, why) == 0),
+                 "%zu of %zu bytes: %d (%s), whole: %d (%s)", cuts[i], len, prc, pw, rc, why);
+        size_t line_end = s_line_end(d, cuts[i]);
+        const char *lw;
+        int lrc = verdict(d, line_end, &lw);
+        FZ_CHECK(lrc == prc && strcmp(lw, pw) == 0,
+                 "%zu bytes: %d (%s), to its last line feed (%zu): %d (%s)", cuts[i], prc, pw,
+                 line_end, lrc, lw);
+        size_t seen = line_end;
+        FZ_CHECK(!cb_http_new_line((const char *) d, cuts[i], &seen) && seen == cuts[i],
+                 "no line feed after %zu in %zu", line_end, cuts[i]);
+    }
+}
+
 static void s_request(const uint8_t *d, size_t len) {
     cb_http_req_t req;
     const char *why = NULL;
@@ -178,29 +217,7 @@ static void s_request(const uint8_t *d, size_t len) {
             free(b);
         }
     }
-    /* the same verdict whatever has arrived so far */
-    size_t cuts[FZ_CUTS_MAX];
-    size_t k = s_cuts(d, end, cuts);
-    for (size_t i = 0; i < k; i++) {
-        if (cuts[i] >= end) continue;
-        cb_http_req_t part;
-        const char *pw;
-        int prc = s_parse(d, cuts[i], &part, &pw);
-        FZ_CHECK(prc == CB_HTTP_INCOMPLETE || (prc == rc && strcmp(pw, why) == 0),
-                 "%zu of %zu bytes: %d (%s), whole: %d (%s)", cuts[i], len, prc, pw, rc, why);
-        /* bytes after the last line feed change nothing (cb_http_new_line) */
-        size_t line_end = s_line_end(d, cuts[i]);
-        cb_http_req_t at_line;
-        const char *lw;
-        int lrc = s_parse(d, line_end, &at_line, &lw);
-        FZ_CHECK(lrc == prc && strcmp(lw, pw) == 0,
-                 "%zu bytes: %d (%s), to its last line feed "
-                 "(%zu): %d (%s)",
-                 cuts[i], prc, pw, line_end, lrc, lw);
-        size_t seen = line_end;
-        FZ_CHECK(!cb_http_new_line((const char *) d, cuts[i], &seen) && seen == cuts[i],
-                 "no line feed after %zu in %zu", line_end, cuts[i]);
-    }
+    s_check_cuts(d, len, end, rc, why, s_req_verdict); /* whatever has arrived so far */
     /* the error reply for the reason */
     if (rc >= 400) {
         char reply[CB_PROXY_REPLY_MAX];
@@ -226,28 +243,7 @@ static void s_response(const uint8_t *d, size_t len) {
     } else if (rc == 502) {
         FZ_CHECK(why[0] != '\0', "an error has a reason");
     }
-    size_t cuts[FZ_CUTS_MAX];
-    size_t k = s_cuts(d, end, cuts);
-    for (size_t i = 0; i < k; i++) {
-        if (cuts[i] >= end) continue;
-        cb_http_resp_t part;
-        const char *pw;
-        int prc = s_parse_resp(d, cuts[i], &part, &pw);
-        FZ_CHECK(prc == CB_HTTP_INCOMPLETE || (prc == rc && strcmp(pw, why) == 0),
-                 "%zu of %zu bytes: %d (%s), whole: %d (%s)", cuts[i], len, prc, pw, rc, why);
-        /* bytes after the last line feed change nothing (cb_http_new_line) */
-        size_t line_end = s_line_end(d, cuts[i]);
-        cb_http_resp_t at_line;
-        const char *lw;
-        int lrc = s_parse_resp(d, line_end, &at_line, &lw);
-        FZ_CHECK(lrc == prc && strcmp(lw, pw) == 0,
-                 "%zu bytes: %d (%s), to its last line feed "
-                 "(%zu): %d (%s)",
-                 cuts[i], prc, pw, line_end, lrc, lw);
-        size_t seen = line_end;
-        FZ_CHECK(!cb_http_new_line((const char *) d, cuts[i], &seen) && seen == cuts[i],
-                 "no line feed after %zu in %zu", line_end, cuts[i]);
-    }
+    s_check_cuts(d, len, end, rc, why, s_resp_verdict);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
