@@ -43,6 +43,7 @@
 /* ---- runner frames (fd 3) ------------------------------------------------------ */
 #define CB_RUNNER_PROTOCOL_VERSION 2           /* docs/RUNNER_PROTOCOL.md */
 #define CB_RUNNER_FRAME_HDR        4           /* big-endian u32 length prefix */
+#define CB_FRAME_TEXT_MAX          128         /* a frame made from a format (cb_frame_format) */
 #define CB_RUNNER_FRAME_MAX        (8u << 20)  /* largest frame either way */
 #define CB_RUNNER_FRAME_NODES_MAX  100000      /* JSON values + keys in one frame */
 #define CB_FRAME_SMALL_MAX         (4u << 10)  /* hello, clear_output, bad_request */

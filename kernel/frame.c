@@ -10,6 +10,7 @@
 
 #include "kernel/bounds.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,23 @@ int cb_frame_encode(const json_t *v, size_t max, uint8_t **out, size_t *out_len)
     free(*out);
     *out = NULL;
     return -1;
+}
+
+uint8_t *cb_frame_format(size_t *out_len, const char *fmt, ...) {
+    char text[CB_FRAME_TEXT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    *out_len = 0;
+    if (n <= 0 || (size_t) n >= sizeof text) return NULL;
+    uint8_t *f = malloc(CB_RUNNER_FRAME_HDR + (size_t) n);
+    if (f == NULL) return NULL;
+    for (int i = 0; i < CB_RUNNER_FRAME_HDR; i++)
+        f[i] = (uint8_t) ((unsigned) n >> (8 * (CB_RUNNER_FRAME_HDR - 1 - i)));
+    memcpy(f + CB_RUNNER_FRAME_HDR, text, (size_t) n);
+    *out_len = CB_RUNNER_FRAME_HDR + (size_t) n;
+    return f;
 }
 
 void cb_json_measure(const char *t, size_t len, size_t *nodes, size_t *depth) {

@@ -30,6 +30,11 @@ int cb_frame_extract(const uint8_t *buf, size_t len, size_t max, const uint8_t *
 /* Encodes v (borrowed) as one frame into a new malloc'd buffer *out of
  * *out_len bytes. 0 ok, -1 too large, too deep or out of memory. */
 int cb_frame_encode(const json_t *v, size_t max, uint8_t **out, size_t *out_len);
+/* One frame holding the text of fmt (under CB_FRAME_TEXT_MAX bytes) byte for
+ * byte, in a new malloc'd buffer of *out_len bytes; NULL when out of memory
+ * or too long.  For frames matched as bytes (a rollback's resync markers). */
+uint8_t *cb_frame_format(size_t *out_len, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Appends v (borrowed) as one frame to the malloc'd buffer *buf of *len
  * bytes, encoded in place (no copy): 0 ok, *len grown; -1 (*len unchanged)
  * when the frame is over max, the buffer would pass buf_max bytes, or out of

@@ -21,8 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define S_MARK_BODY     "{\"type\":\"cellblock_resumed\",\"nonce\":\"%s\"}"
-#define S_MARK_BODY_MAX 96 /* S_MARK_BODY with its nonce */
+#define S_MARK_BODY "{\"type\":\"cellblock_resumed\",\"nonce\":\"%s\"}"
 
 /* Buffered messages wait for the buckets, not for more bytes: a part of one
  * (a runner that wrote half a message and stopped) wakes nothing. */
@@ -203,17 +202,8 @@ void cb_session_hold_deadline(cb_session_t *s, bool hold) {
 void cb_session_debug_resync(cb_session_t *s, const char *nonce) {
     cb_sdbg_reset(s);
     if (s->proc.dbg_fd < 0) return;
-    char body[S_MARK_BODY_MAX];
-    int bl = snprintf(body, sizeof body, S_MARK_BODY, nonce);
-    if (bl < 0 || (size_t) bl >= sizeof body || (s->dbg_mark = malloc((size_t) bl + 4)) == NULL) {
-        s_close(s, "out of memory");
-        return;
-    }
-    for (int i = 0; i < 4; i++)
-        s->dbg_mark[i] = (uint8_t) ((unsigned) bl >> (24 - 8 * i));
-    memcpy(s->dbg_mark + 4, body, (size_t) bl);
-    s->dbg_mark_len = (size_t) bl + 4;
-    s->dbg_dropped = 0;
+    s->dbg_mark = cb_frame_format(&s->dbg_mark_len, S_MARK_BODY, nonce);
+    if (s->dbg_mark == NULL) s_close(s, "out of memory");
 }
 
 static bool s_printable(const char *t) {

@@ -68,24 +68,15 @@ static void s_fail(cb_session_t *s, const char *why) { s_fail_by(s, why, false);
 /* Writes the rollback's resync frame and arms the scan for the copy's answer. */
 static void s_start_resync(cb_session_t *s) {
     s_snap_t *p = &s->snap;
-    char body[96], resumed[96];
-    int bl = snprintf(body, sizeof body, S_RESYNC_BODY, p->nonce);
-    int rl = snprintf(resumed, sizeof resumed, S_RESUMED_BODY, p->nonce);
+    size_t out_len;
     free(p->pattern);
-    p->pattern = malloc((size_t) rl + CB_RUNNER_FRAME_HDR);
-    uint8_t *out = malloc((size_t) bl + CB_RUNNER_FRAME_HDR);
+    p->pattern = cb_frame_format(&p->pattern_len, S_RESUMED_BODY, p->nonce);
+    uint8_t *out = cb_frame_format(&out_len, S_RESYNC_BODY, p->nonce);
     if (p->pattern == NULL || out == NULL) {
         free(out);
         s_fail(s, "out of memory");
         return;
     }
-    for (int i = 0; i < 4; i++) {
-        p->pattern[i] = (uint8_t) ((unsigned) rl >> (24 - 8 * i));
-        out[i] = (uint8_t) ((unsigned) bl >> (24 - 8 * i));
-    }
-    memcpy(p->pattern + 4, resumed, (size_t) rl);
-    memcpy(out + 4, body, (size_t) bl);
-    p->pattern_len = (size_t) rl + 4;
     /* the old runner is dead: its output goes out now, its frames and
      * whatever we had not yet written for it are dropped */
     cb_sio_drain(s, true);
@@ -93,7 +84,7 @@ static void s_start_resync(cb_session_t *s) {
     s->in_off = s->in_len;
     free(s->out);
     s->out = out;
-    s->out_len = (size_t) bl + 4;
+    s->out_len = out_len;
     s->out_off = 0;
     s->ack_pending = false;
     p->phase = S_PH_RESYNC;

@@ -439,6 +439,8 @@ def _apply_debugging(shell):
     its lines are the lines of the file the frontend set breakpoints in
     (ipykernel does the same).  Here, on the main thread before each cell:
     the transforms are never changed under a cell IPython is reading."""
+    if not _S.debugging and not _removed_cleanup:
+        return                      # the usual case: nothing to change
     try:
         from IPython.core.inputtransformer2 import leading_empty_lines
     except ImportError:

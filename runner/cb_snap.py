@@ -159,23 +159,29 @@ def _fork_copy(fifo):
             os._exit(0)
     except BaseException:
         os._exit(1)
-    _new_locks()
+    # the fork kept only the thread that forked, so a lock another thread
+    # held then (a display from a thread waiting for its ack, a read of fd 3,
+    # an import under sys.path's lock) would never be released: the copy's
+    # first frame or read would wait for good.  None is held by this thread
+    # here (the request loop, between requests)
+    _runner._new_locks()
     return "resumed", _park(fifo, mask)
 
 
-def _new_locks():
-    """In the copy: the fork kept only the thread that forked, so a lock
-    another thread held then (a display from a thread waiting for its ack, a
-    read of fd 3, an import under sys.path's lock) would never be released:
-    the copy's first frame or read would wait for good.  None is held by
-    this thread here (the request loop, between requests)."""
-    _runner._new_locks()
+def _framed(text):
+    """One frame of text, byte for byte (the markers the kernel matches)."""
+    return len(text).to_bytes(4, "big") + text.encode("ascii")
+
+
+def _write_frame(fd, text):
+    view = memoryview(_framed(text))
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _resync(nonce):
     """Skip what the kernel sent the old runner, up to its resync frame."""
-    body = (_RESYNC % nonce).encode("ascii")
-    pattern = len(body).to_bytes(4, "big") + body
+    pattern = _framed(_RESYNC % nonce)
     buf = b""
     while True:
         try:
@@ -193,10 +199,7 @@ def _resync(nonce):
             break
         buf = buf[-(len(pattern) - 1):]
     _S.acks = 0
-    out = (_RESUMED % nonce).encode("ascii")
-    view = memoryview(len(out).to_bytes(4, "big") + out)
-    while view:
-        view = view[os.write(_FD, view):]
+    _write_frame(_FD, _RESUMED % nonce)
 
 
 def checkpoint(req):
@@ -253,11 +256,8 @@ def _debug_again(nonce):
     channel (relays included: gVisor's init, the micro-VM's mux)."""
     if not _S.debug_available:
         return
-    out = (_DBG_MARK % nonce).encode("ascii")
-    view = memoryview(len(out).to_bytes(4, "big") + out)
     try:
-        while view:
-            view = view[os.write(_runner._DEBUG_FD, view):]
+        _write_frame(_runner._DEBUG_FD, _DBG_MARK % nonce)
     except OSError:
         return                    # the channel is gone: the kernel closes its end
     _runner._mod("cb_debug").after_fork()

@@ -259,7 +259,26 @@ static void s_refused(void) {
            "a done without seq has none");
 }
 
+/* A frame made from a format: its text byte for byte, a frame extract reads. */
+static void s_format(void) {
+    size_t n = 0;
+    uint8_t *f = cb_frame_format(&n, "{\"type\":\"resync\",\"nonce\":\"%s\"}", "ab12");
+    const uint8_t *body;
+    size_t blen, used;
+    TAP_OK(f != NULL && n == 4 + 32 &&
+               cb_frame_extract(f, n, 1024, &body, &blen, &used) == CB_FRAME_OK && used == n &&
+               blen == 32 && memcmp(body, "{\"type\":\"resync\",\"nonce\":\"ab12\"}", 32) == 0,
+           "cb_frame_format frames its text as is");
+    free(f);
+    char big[CB_FRAME_TEXT_MAX + 1];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    TAP_OK(cb_frame_format(&n, "%s", big) == NULL && n == 0,
+           "... and refuses a text over its bound");
+}
+
 int main(void) {
+    s_format();
     s_codec();
     s_measure();
     s_table();
