@@ -12,6 +12,7 @@ alone, as in test_network_allow.py's bound tests.
 
 import os
 import socket
+import threading
 import time
 
 import pytest
@@ -110,6 +111,127 @@ def test_heads_sent_a_byte_at_a_time_are_served_like_whole_ones(px, up):
     s.close()
     assert _lines(up) == ["GET /one HTTP/1.1", "GET /two HTTP/1.1", "GET /long HTTP/1.1",
                           "POST /short HTTP/1.1"], up.requests
+
+
+class _ScriptedUpstream:
+    """An HTTP server on 127.0.0.1 that answers each request with the pieces
+    scripted for its path: bytes sent whole, ("dribble", bytes) sent a byte
+    per send (each its own read for the proxy), or a pause in seconds.  The
+    proxy connects anew for each request; this server keeps every connection
+    open after its answer (no response here ends at the upstream's EOF) and
+    records the request lines in order."""
+
+    def __init__(self, script):
+        self.script = script
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.lines = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self):
+        self.sock.close()
+
+    def _accept(self):
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s):
+        s.settimeout(10)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                b = s.recv(4096)
+                if not b:
+                    return
+                head += b
+            line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            with self.lock:
+                self.lines.append(line)
+            for piece in self.script[line.split(" ")[1]]:
+                if isinstance(piece, float):
+                    time.sleep(piece)
+                elif isinstance(piece, tuple):
+                    _dribble(s, piece[1])
+                else:
+                    s.sendall(piece)
+            s.settimeout(60)       # longer than the client waits: never an end by EOF
+            while s.recv(4096):    # until the proxy closes its end
+                pass
+        except OSError:
+            pass    # the proxy closed early (the malformed head)
+        finally:
+            s.close()
+
+
+# each response as the upstream sends it, and so as the client must get it
+_DRIBBLED = {
+    "/one": [("dribble", b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-A: 1\r\n\r\n"), 0.1,
+             b"one"],
+    # an interim head, then the final one, all a byte at a time
+    "/two": [("dribble", b"HTTP/1.1 100 Continue\r\n\r\n"
+                         b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-B: 2\r\n\r\n"), 0.1, b"two"],
+    # a long head a byte at a time (whole before its body comes), then a short
+    # one sent whole with a body without line feeds: all of the short head's
+    # line feeds are before where the long head ended
+    "/long": [("dribble", b"HTTP/1.1 200 OK\r\nX-Pad: " + b"p" * 300 +
+                          b"\r\nContent-Length: 4\r\n\r\n"), 0.2, b"long"],
+    "/short": [b"HTTP/1.1 200 OK\r\nContent-Length: 400\r\n\r\n" + b"s" * 400],
+    # no body, nothing after it: the line feed that ends the head is the
+    # last byte the proxy gets
+    "/empty": [("dribble", b"HTTP/1.1 204 No Content\r\nX-E: 1\r\n\r\n")],
+    "/bad": [("dribble", b"HTTP/1.1 200 OK\r\nX-Ok: 1\r\nNo colon here\r\n\r\nbad")],
+}
+
+
+@pytest.fixture
+def dribbler():
+    if not is_cellblock():
+        pytest.skip("cellblock only")
+    u = _ScriptedUpstream(_DRIBBLED)
+    yield u
+    u.close()
+
+
+@pytest.fixture
+def pxd(dribbler):
+    p = Proxy("--allow", f"a.test:{dribbler.port}", "--resolve", "a.test=127.0.0.1",
+              "--head-timeout-ms", "3000")
+    yield p
+    assert p.stop(), "the proxy died"
+
+
+def test_response_heads_sent_a_byte_at_a_time_are_relayed_like_whole_ones(pxd, dribbler):
+    """The response side of the test above: the proxy parses an upstream's
+    head again only when a line has ended since it last looked (relay.c,
+    c->resp_seen).  Heads that arrive a byte at a time, an interim one before
+    the final one, the next response on the same client connection (a short
+    head whose line feeds are all before where the long one before it ended),
+    a head whose last line feed is the last byte sent, and a malformed head
+    get exactly what they get whole: the client receives each response byte
+    for byte, and the malformed one the 502 the proxy answers a malformed
+    upstream head with, which ends the connection."""
+    s, f = _conn(pxd)
+    for path in ("one", "two", "long", "short", "empty"):
+        s.sendall(f"GET http://a.test:{dribbler.port}/{path} HTTP/1.1\r\n\r\n".encode())
+        want = b"".join(p if isinstance(p, bytes) else p[1] for p in _DRIBBLED["/" + path]
+                        if not isinstance(p, float))
+        assert f.read(len(want)) == want, path
+    s.sendall(f"GET http://a.test:{dribbler.port}/bad HTTP/1.1\r\n\r\n".encode())
+    st, _, _ = read_response(f)
+    assert st == (f"HTTP/1.1 502 Bad Gateway (cellblock proxy: a.test:{dribbler.port}: "
+                  "the upstream sent a malformed header line)"), st
+    assert read_response(f) is None        # an error reply ends the connection
+    s.close()
+    assert dribbler.lines == [f"GET /{p} HTTP/1.1"
+                              for p in ("one", "two", "long", "short", "empty", "bad")]
 
 
 def test_pipelined_requests_are_each_checked(px, up):
