@@ -24,13 +24,17 @@ def status(pid, keys=("Name", "Uid", "NSpid", "NoNewPrivs", "Seccomp", "CapEff",
     return d
 
 km = KernelManager(kernel_name="cellblock")
+STATE_MB = int(os.environ.get("STATE_MB", "0"))   # extra numpy state held by the dumped session
+t_cold = time.monotonic()
 km.start_kernel(extra_arguments=sys.argv[1:])
 kc = km.client(); kc.start_channels(); kc.wait_for_ready(timeout=120)
 def run(code):
     msg = kc.execute(code, user_expressions={"v": "repr(_v)"} if "_v" in code else {})
     rep = kc.get_shell_msg(timeout=120)
     return rep["content"]
-print(run("import numpy as np\nx = 41\na = np.arange(1000)\n_v = (x, int(a.sum()))"))
+print(run("import numpy as np\nx = 41\na = np.arange(1000)\nbig = np.ones(%d << 17)\n_v = (x, int(a.sum()))" % STATE_MB))
+t_cold = time.monotonic() - t_cold
+print("TIMES cold start to first result (numpy, %d MiB): %.3f s" % (STATE_MB, t_cold))
 kpid = km.provisioner.process.pid
 tree = []
 def walk(p, d=0):
@@ -54,8 +58,11 @@ os.environ["EXTRA"] = os.environ.get("EXTRA", "") + ext
 os.makedirs("/root/img", exist_ok=True)
 fd = os.open("/root/img", os.O_RDONLY | os.O_DIRECTORY)
 os.set_inheritable(fd, True)
-r = sh("nsenter -t %d --mount --pid -- sh -c 'mount -t tmpfs criu /tmp && criu dump -v4 -t %s -D /proc/self/fd/%d -o dump.log --leave-running %s; echo criu=$?; umount /tmp'"
+t_dump = time.monotonic()
+NSNET = " --net" if os.environ.get("NSNET") == "1" else ""   # criu in the sandbox's network namespace too
+r = sh(("nsenter -t %d --mount --pid" + NSNET + " -- sh -c 'mount -t tmpfs criu /tmp && criu dump -v4 -t %s -D /proc/self/fd/%d -o dump.log --leave-running %s; echo criu=$?; umount /tmp'")
        % (init, vpid, fd, os.environ.get("EXTRA", "")), pass_fds=(fd,))
+print("TIMES dump %.3f s" % (time.monotonic() - t_dump)); sh("du -sk /root/img")
 sh("grep -E 'Error|Warn' /root/img/dump.log | head -30; tail -25 /root/img/dump.log; ls -la /root/img")
 print(run("_v = x + 1"))
 kc.stop_channels(); km.shutdown_kernel(now=True)
@@ -93,18 +100,17 @@ if os.environ.get("STRIPNS") == "1":
         c["groups"] = [1600000001 for g in c.get("groups", [])] or c.pop("groups", None) or []
         if not c.get("groups"): c.pop("groups", None)
         print("creds now", {k: v for k, v in c.items() if "cap" not in k})
-    for f in glob.glob("/var/tmp/expimg/core-*.img"): edit(f, creds)
+    if os.environ.get("KEEPCREDS") != "1":
+        for f in glob.glob("/var/tmp/expimg/core-*.img"): edit(f, creds)
     if os.environ.get("NOTIMENS") == "1": os.unlink("/var/tmp/expimg/timens-0.img")
 sh("criu check; ls -la /run/criu.kdat; cp /run/criu.kdat /run-host-kdat; chmod 644 /run-host-kdat; chmod -R a+rX /var/tmp/expimg")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__))); import restore
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if os.environ.get("JOINUSER") == "1":
+    import restore2 as restore
+else:
+    import restore
 
 os.chmod("/var/tmp/expimg", 0o755)
-child, ev, out_r, err_r, cg = restore.main("/var/tmp/expimg", links)
-procs = open(cg + "/cgroup.procs").read().split()
-print("cgroup procs", procs)
-for p in procs:
-    try: print(p, status(int(p)), open("/proc/%s/cmdline" % p).read().replace("\0", " ")[:80])
-    except OSError as e: print(p, e)
 import select, socket
 def frame(obj):
     b = json.dumps(obj).encode(); ev.sendall(struct.pack(">I", len(b)) + b)
@@ -127,32 +133,58 @@ def execute(code, seq, exprs):
         if f["type"] in ("started", "display", "error", "execute_result", "update_display", "clear_output"):
             frame({"type": "ack"})
         if f["type"] == "done": return f
-try:
-    probe = """import ctypes, os
-libc = ctypes.CDLL(None, use_errno=True)
-r_unshare = (libc.unshare(0x10000000), ctypes.get_errno())
-r_ptrace = (libc.ptrace(16, 1, 0, 0), ctypes.get_errno())
-try:
-    open('/opt/cellblock/park/x', 'w').write('x'); r_park = 'written'
-except OSError as e: r_park = repr(e)
-try:
-    open('/home/user/ok', 'w').write('x'); r_home = 'written'
-except OSError as e: r_home = repr(e)
-st = {l.split(':')[0]: l.split(':')[1].strip() for l in open('/proc/self/status') if l.split(':')[0] in ('Uid','NoNewPrivs','Seccomp','CapEff','NSpid')}
-"""
-    d = execute(probe + "\n_v = x", 50, {"v": "repr(_v)", "a": "repr(int(a.sum()))", "probes": "repr((r_unshare, r_ptrace, r_park, r_home, st, os.getpid()))", "count": "repr(get_ipython().execution_count)"})
-    print("RESTORED ANSWERS:", json.dumps(d["user_expressions"], indent=1)[:3000])
-except Exception as e:
-    print("talk failed:", repr(e))
-print("stdout:", os.read(out_r, 65536)[:2000] if select.select([out_r],[],[],0.5)[0] else b"")
-print("stderr:", os.read(err_r, 65536)[:3000] if select.select([err_r],[],[],0.5)[0] else b"")
-procs = open(cg + "/cgroup.procs").read().split()
-for p in procs:
-    try: print("host view", p, status(int(p)), "cg", open("/proc/%s/cgroup" % p).read().strip(), "userns", os.readlink("/proc/%s/ns/user" % p))
-    except OSError as e: print(p, e)
-for p in procs:
-    try: os.kill(int(p), 9)
-    except OSError: pass
+FORKS = int(os.environ.get("FORKS", "1"))   # kernels restored side by side from the one image
+sandboxes = []
+for i in range(FORKS):
+    kw = {"hostbase": 1600000000 + 10 * i, "name": "exp-restored-%d" % i} if restore.__name__ == "restore2" else {}
+    t_rs = time.monotonic()
+    child, ev, out_r, err_r, cg = restore.main("/var/tmp/expimg", links, **kw)
+    t_rs = time.monotonic() - t_rs
+    sandboxes.append((ev, out_r, err_r, cg))
+    if i == 0:      # the first restore's first result, before the other forks exist
+        t_fr = time.monotonic()
+        frame({"type": "execute", "seq": 40, "code": "_v = x", "silent": False, "store_history": True,
+               "user_expressions": {"v": "repr(_v)"}, "allow_stdin": False, "execution_count": 40})
+        while True:
+            n = struct.unpack(">I", rd(4))[0]; f = json.loads(rd(n))
+            if f["type"] in ("started", "display", "error", "execute_result", "update_display", "clear_output"):
+                frame({"type": "ack"})
+            if f["type"] == "done": break
+        print("TIMES restore %.3f s, then first result %.3f s: %s" % (t_rs, time.monotonic() - t_fr, f["user_expressions"]))
+    procs = open(cg + "/cgroup.procs").read().split()
+    print("cgroup procs", procs)
+    for p in procs:
+        try: print(p, status(int(p)), open("/proc/%s/cmdline" % p).read().replace("\0", " ")[:80])
+        except OSError as e: print(p, e)
+for i, (ev, out_r, err_r, cg) in enumerate(sandboxes):
+    print("=== sandbox", i, cg)
+    try:
+        probe = """import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    r_unshare = (libc.unshare(0x10000000), ctypes.get_errno())
+    r_ptrace = (libc.ptrace(16, 1, 0, 0), ctypes.get_errno())
+    try:
+        open('/opt/cellblock/park/x', 'w').write('x'); r_park = 'written'
+    except OSError as e: r_park = repr(e)
+    try:
+        open('/home/user/ok', 'w').write('x'); r_home = 'written'
+    except OSError as e: r_home = repr(e)
+    st = {l.split(':')[0]: l.split(':')[1].strip() for l in open('/proc/self/status') if l.split(':')[0] in ('Uid','NoNewPrivs','Seccomp','CapEff','NSpid')}
+    """
+        d = execute("\n".join(l[4:] if l.startswith("    ") else l for l in probe.splitlines()) + "\n_v = x", 50, {"v": "repr(_v)", "a": "repr(int(a.sum()))", "probes": "repr((r_unshare, r_ptrace, r_park, r_home, st, os.getpid()))", "count": "repr(get_ipython().execution_count)"})
+        print("RESTORED ANSWERS:", json.dumps(d["user_expressions"], indent=1)[:3000])
+    except Exception as e:
+        print("talk failed:", repr(e))
+    print("stdout:", os.read(out_r, 65536)[:2000] if select.select([out_r],[],[],0.5)[0] else b"")
+    print("stderr:", os.read(err_r, 65536)[:3000] if select.select([err_r],[],[],0.5)[0] else b"")
+    for p in open(cg + "/cgroup.procs").read().split():
+        try: print("host view", p, status(int(p)), "cg", open("/proc/%s/cgroup" % p).read().strip(), "userns", os.readlink("/proc/%s/ns/user" % p))
+        except OSError as e: print(p, e)
+for ev, out_r, err_r, cg in sandboxes:
+    for p in open(cg + "/cgroup.procs").read().split():
+        try: os.kill(int(p), 9)
+        except OSError: pass
 time.sleep(0.5)
-try: os.rmdir(cg)
-except OSError as e: print("rmdir", e)
+for ev, out_r, err_r, cg in sandboxes:
+    try: os.rmdir(cg)
+    except OSError as e: print("rmdir", e)

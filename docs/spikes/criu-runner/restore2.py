@@ -1,0 +1,155 @@
+"""Experiment (not shipped): restore a dumped cellblock runner into a new
+sandbox that HAS its own user namespace.  The sandbox (user namespace first,
+uid 0 -> a second host id and 65534 -> the new host uid; then mount, pid,
+net, ipc, uts and cgroup namespaces owned by it) is made first; then guest
+root setns()es into every namespace but the user one, takes no_new_privs and
+a Landlock domain, and runs `criu restore --join-ns user:/proc/1/ns/user,0,0`:
+criu's main process keeps the initial namespace's CAP_NET_ADMIN for its fd
+store, the restored task joins the sandbox's user namespace before anything
+of the image is restored into it.  The image's credentials stay as dumped
+(the runner's id inside, 65534)."""
+import ctypes, os, shutil, socket, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET = (0x20000, 0x2000000, 0x4000000,
+    0x8000000, 0x10000000, 0x20000000, 0x40000000)
+MS_REC, MS_PRIVATE = 16384, 1 << 18
+# guest root (criu) cannot create files on the sandbox's tmpfs mounts: its uid 0 is not
+# mapped in their user namespace (EOVERFLOW); its log goes to the guest's own /var/tmp
+LOGDIR = "/var/tmp/r2log"
+LLDIRS = [d for d in os.environ.get("LLDIRS", "").split(":") if d]
+
+def chk(rc, what):
+    if rc is not None and rc < 0:
+        e = ctypes.get_errno(); raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+    return rc
+
+def mount(src, dst, fstype, flags, data=None):
+    chk(libc.mount(src and src.encode(), dst.encode(), fstype and fstype.encode(), ctypes.c_ulong(flags),
+                   data and data.encode()), "mount %s" % dst)
+
+def landlock(dirs, files):
+    WRITE_FILE, REMOVE_DIR, REMOVE_FILE = 2, 16, 32
+    MAKE = 64 | 128 | 256 | 512 | 1024 | 2048 | 4096
+    wdir = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE | 8192
+    abi = libc.syscall(444, None, 0, 1)
+    attr = struct.pack("=Q", wdir)
+    rs = chk(libc.syscall(444, attr, len(attr), 0), "landlock_create_ruleset")
+    for path, acc in [(d, wdir) for d in dirs] + [(f, WRITE_FILE) for f in files]:
+        fd = os.open(path, os.O_PATH)
+        chk(libc.syscall(445, rs, 1, struct.pack("=Qi", acc, fd), 0), "landlock_add_rule %s" % path)
+        os.close(fd)
+    chk(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")
+    chk(libc.syscall(446, rs, 0), "landlock_restrict_self")
+    return abi
+
+def main(img, links, hostbase=1600000000, name="exp-restored"):
+    ev_k, ev_r = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    db_k, db_r = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    out_r, out_w = os.pipe(); err_r, err_w = os.pipe()
+    # criu reopens an inherited pipe through /proc/self/fd: the sandbox's root may do so
+    # only if the pipe's owner is mapped in its user namespace (the new host uid is)
+    for f in (out_r, out_w, err_r, err_w):
+        os.fchown(f, hostbase + 1, hostbase + 1)
+    cg = "/sys/fs/cgroup/" + name
+    os.makedirs(cg, exist_ok=True)
+    open(cg + "/memory.max", "w").write("%d" % (300 << 20))
+    open(cg + "/pids.max", "w").write("64")
+    for d in ("/home/user", "/opt/cellblock/park", "/opt/cellblock/runner"):
+        os.makedirs(d, exist_ok=True)
+    go_r, go_w = os.pipe(); ready_r, ready_w = os.pipe(); rep_r, rep_w = os.pipe()
+    t0 = time.monotonic()
+    child = os.fork()
+    if child == 0:      # becomes the sandbox: user namespace first
+        try:
+            os.close(go_w); os.close(ready_r); os.close(rep_r)
+            chk(libc.unshare(NEWUSER), "unshare user")
+            os.write(ready_w, b"u"); os.read(go_r, 1)
+            os.setresgid(0, 0, 0); os.setresuid(0, 0, 0)
+            chk(libc.unshare(NEWNS | NEWPID | NEWIPC | NEWUTS | NEWNET | NEWCGROUP), "unshare rest")
+            if os.fork():
+                os._exit(0)
+            # init, pid 1 of the new pid namespace, root of the sandbox's user namespace only
+            mount(None, "/", None, MS_REC | MS_PRIVATE)
+            mount("proc", "/proc", "proc", 0)
+            mount("tmp", "/tmp", "tmpfs", 0, "mode=1777")
+            mount("home", "/home/user", "tmpfs", 0, "mode=0700,uid=65534,gid=65534")
+            mount("park", "/opt/cellblock/park", "tmpfs", 0, "mode=0777")
+            mount("run", "/run", "tmpfs", 0, "mode=0755")
+            if os.path.exists("/run-host-kdat"):
+                shutil.copy("/run-host-kdat", "/run/criu.kdat")
+            shutil.copytree(img, "/tmp/img")
+            os.system("chmod -R a+rX /tmp/img")
+            open("/proc/sys/kernel/ns_last_pid", "w").write("99")
+            os.write(ready_w, b"i"); os.close(ready_w); os.close(rep_w)
+            while True:
+                try:
+                    os.wait()
+                except ChildProcessError:
+                    time.sleep(0.2)
+        except BaseException:
+            import traceback; os.write(rep_w, ("sandbox failed: %s\n" % traceback.format_exc()).encode()); os._exit(1)
+    os.close(go_r); os.close(ready_w)
+    os.read(ready_r, 1)
+    m = "0 %d 1\n65534 %d 1\n" % (hostbase, hostbase + 1)
+    open("/proc/%d/uid_map" % child, "w").write(m)
+    open("/proc/%d/gid_map" % child, "w").write(m)
+    open(cg + "/cgroup.procs", "w").write(str(child))
+    os.write(go_w, b"g")
+    if os.read(ready_r, 1) != b"i":
+        os.close(rep_w); print(os.read(rep_r, 65536).decode()); raise SystemExit("sandbox not ready")
+    os.waitpid(child, 0)   # it exited after forking init: the cgroup holds init alone
+    procs = [int(p) for p in open(cg + "/cgroup.procs").read().split()]
+    init = procs[0]
+    shutil.rmtree(LOGDIR, True); os.makedirs(LOGDIR)
+    t1 = time.monotonic()
+    restorer = os.fork()
+    if restorer == 0:   # guest root; every namespace of the sandbox but its user namespace
+        try:
+            open(cg + "/cgroup.procs", "w").write(str(os.getpid()))
+            fds = [(os.open("/proc/%d/ns/%s" % (init, n), os.O_RDONLY | os.O_CLOEXEC), f)
+                   for n, f in (("ipc", NEWIPC), ("uts", NEWUTS), ("net", NEWNET), ("cgroup", NEWCGROUP),
+                                ("pid", NEWPID), ("mnt", NEWNS))]
+            for fd, f in fds:
+                chk(libc.setns(fd, f), "setns %x" % f); os.close(fd)
+            os.chdir("/")
+            criu = os.fork()
+            if criu == 0:
+                # Landlock forbids a landlocked criu to ptrace-access init's /proc (EACCES):
+                # the user namespace is opened first and named by the fd
+                uns = os.open("/proc/1/ns/user", os.O_RDONLY)
+                os.dup2(uns, 64, inheritable=True)
+                abi = landlock(["/tmp", "/home/user", LOGDIR] + LLDIRS, ["/dev/null", "/proc/self/loginuid"])
+                for n, f in {60: ev_r.fileno(), 61: db_r.fileno(), 62: out_w, 63: err_w}.items():
+                    os.dup2(f, n, inheritable=True)
+                argv = ["criu", "restore", "-v4", "-D", "/tmp/img", "-o", LOGDIR + "/restore.log", "-W", LOGDIR,
+                        "--restore-detached", "--restore-sibling", "--manage-cgroups=ignore",
+                        "--join-ns", "user:/proc/self/fd/64,0,0",
+                        "--inherit-fd", "fd[60]:" + links["3"], "--inherit-fd", "fd[61]:" + links["4"],
+                        "--inherit-fd", "fd[62]:" + links["1"], "--inherit-fd", "fd[63]:" + links["2"]]
+                os.write(rep_w, ("landlock abi %d; criu pid %d\n" % (abi, os.getpid())).encode())
+                o = os.open(LOGDIR + "/criu.out", os.O_WRONLY | os.O_CREAT, 0o644); os.dup2(o, 1); os.dup2(o, 2)
+                os.execvp("criu", argv)
+            _, st = os.waitpid(criu, 0)
+            log = open(LOGDIR + "/criu.out").read() + (open(LOGDIR + "/restore.log").read() if os.path.exists(LOGDIR + "/restore.log") else "(no log)")
+            errs = "\n".join(l for l in log.splitlines() if "Error" in l or "Warn" in l)
+            os.write(rep_w, ("criu status %d\n%s\n--- tail\n%s\n" % (st, errs[-3000:], log[-2500:])).encode())
+            # the restored runner is our child (--restore-sibling), with the parent-death
+            # signal it had under the sandbox's init: we stay, as its parent, till it ends
+            os.close(rep_w)
+            while True:
+                try:
+                    os.wait()
+                except ChildProcessError:
+                    os._exit(0)
+        except BaseException:
+            import traceback; os.write(rep_w, ("restorer failed: %s\n" % traceback.format_exc()).encode()); os._exit(1)
+    os.close(rep_w); ev_r.close(); db_r.close(); os.close(out_w); os.close(err_w)
+    rep = b""
+    while True:
+        b = os.read(rep_r, 65536)
+        if not b: break
+        rep += b
+    t2 = time.monotonic()
+    print(rep.decode(errors="replace"))
+    print("TIMES sandbox %.3f s, criu restore %.3f s" % (t1 - t0, t2 - t1))
+    return child, ev_k, out_r, err_r, cg
