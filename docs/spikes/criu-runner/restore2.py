@@ -16,6 +16,11 @@ MS_REC, MS_PRIVATE = 16384, 1 << 18
 # guest root (criu) cannot create files on the sandbox's tmpfs mounts: its uid 0 is not
 # mapped in their user namespace (EOVERFLOW); its log goes to the guest's own /var/tmp
 LOGDIR = "/var/tmp/r2log"
+# NOSIBLING=1: the runner is restored as criu's child, not its sibling; criu runs in the
+# sandbox's pid namespace, so when it exits the runner is adopted by the sandbox's init
+# (route.py clears the image's parent-death signal), and the restorer need not stay
+NOSIBLING = os.environ.get("NOSIBLING") == "1"
+SIBLING = [] if NOSIBLING else ["--restore-sibling"]
 LLDIRS = [d for d in os.environ.get("LLDIRS", "").split(":") if d]
 
 def chk(rc, what):
@@ -122,7 +127,7 @@ def main(img, links, hostbase=1600000000, name="exp-restored"):
                 for n, f in {60: ev_r.fileno(), 61: db_r.fileno(), 62: out_w, 63: err_w}.items():
                     os.dup2(f, n, inheritable=True)
                 argv = ["criu", "restore", "-v4", "-D", "/tmp/img", "-o", LOGDIR + "/restore.log", "-W", LOGDIR,
-                        "--restore-detached", "--restore-sibling", "--manage-cgroups=ignore",
+                        "--restore-detached", "--manage-cgroups=ignore"] + SIBLING + [
                         "--join-ns", "user:/proc/self/fd/64,0,0",
                         "--inherit-fd", "fd[60]:" + links["3"], "--inherit-fd", "fd[61]:" + links["4"],
                         "--inherit-fd", "fd[62]:" + links["1"], "--inherit-fd", "fd[63]:" + links["2"]]
@@ -136,11 +141,12 @@ def main(img, links, hostbase=1600000000, name="exp-restored"):
             # the restored runner is our child (--restore-sibling), with the parent-death
             # signal it had under the sandbox's init: we stay, as its parent, till it ends
             os.close(rep_w)
-            while True:
+            while not NOSIBLING:
                 try:
                     os.wait()
                 except ChildProcessError:
-                    os._exit(0)
+                    break
+            os._exit(0)
         except BaseException:
             import traceback; os.write(rep_w, ("restorer failed: %s\n" % traceback.format_exc()).encode()); os._exit(1)
     os.close(rep_w); ev_r.close(); db_r.close(); os.close(out_w); os.close(err_w)

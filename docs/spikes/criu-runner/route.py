@@ -16,7 +16,7 @@ def kids(pid):
         out += [int(x) for x in open(t).read().split()]
     return out
 
-def status(pid, keys=("Name", "Uid", "NSpid", "NoNewPrivs", "Seccomp", "CapEff", "Threads")):
+def status(pid, keys=("Name", "PPid", "Uid", "NSpid", "NoNewPrivs", "Seccomp", "CapEff", "Threads")):
     d = {}
     for line in open("/proc/%d/status" % pid):
         k, _, v = line.partition(":")
@@ -54,6 +54,8 @@ ext = ""
 for n in os.listdir("/proc/%d/fd" % runner):
     l = os.readlink("/proc/%d/fd/%s" % (runner, n))
     if l.startswith("socket:["): ext += " --external unix[%s]" % l[8:-1]
+if os.environ.get("EXTNET") == "1":   # the sandbox's network namespace as external
+    ext += " --external net[%d]:sbnet" % os.stat("/proc/%d/ns/net" % runner).st_ino
 os.environ["EXTRA"] = os.environ.get("EXTRA", "") + ext
 os.makedirs("/root/img", exist_ok=True)
 fd = os.open("/root/img", os.O_RDONLY | os.O_DIRECTORY)
@@ -89,7 +91,7 @@ if os.environ.get("STRIPNS") == "1":
         if r.returncode: print("crit encode", f, r.stderr.decode()[-1500:]); raise SystemExit(1)
     inv = json.loads(subprocess.check_output(["crit", "decode", "-i", "/var/tmp/expimg/inventory.img"]))["entries"][0]["root_ids"]
     def ids(d):
-        for k in ("user_ns_id", "ipc_ns_id", "uts_ns_id", "cgroup_ns_id", "time_ns_id"):
+        for k in ("user_ns_id", "ipc_ns_id", "uts_ns_id", "cgroup_ns_id", "time_ns_id") + (("net_ns_id",) if os.environ.get("EXTNET") == "1" else ()):
             if k in d["entries"][0]: d["entries"][0][k] = inv[k]
         print("ids now", d["entries"][0])
     edit("/var/tmp/expimg/ids-2.img", ids)
@@ -103,6 +105,17 @@ if os.environ.get("STRIPNS") == "1":
     if os.environ.get("KEEPCREDS") != "1":
         for f in glob.glob("/var/tmp/expimg/core-*.img"): edit(f, creds)
     if os.environ.get("NOTIMENS") == "1": os.unlink("/var/tmp/expimg/timens-0.img")
+    if os.environ.get("NOSIBLING") == "1":
+        def nopdeath(d, path=""):
+            if isinstance(d, dict):
+                for k, v in d.items():
+                    if k == "pdeath_sig":
+                        print("pdeath_sig at", path + "/" + k, "was", v); d[k] = 0
+                    else:
+                        nopdeath(v, path + "/" + k)
+            elif isinstance(d, list):
+                for i, v in enumerate(d): nopdeath(v, path + "/%d" % i)
+        for f in glob.glob("/var/tmp/expimg/core-*.img"): edit(f, nopdeath)
 sh("criu check; ls -la /run/criu.kdat; cp /run/criu.kdat /run-host-kdat; chmod 644 /run-host-kdat; chmod -R a+rX /var/tmp/expimg")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if os.environ.get("JOINUSER") == "1":
