@@ -8,10 +8,10 @@ criu's main process keeps the initial namespace's CAP_NET_ADMIN for its fd
 store, the restored task joins the sandbox's user namespace before anything
 of the image is restored into it.  The image's credentials stay as dumped
 (the runner's id inside, 65534)."""
-import ctypes, os, shutil, socket, struct, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET = (0x20000, 0x2000000, 0x4000000,
-    0x8000000, 0x10000000, 0x20000000, 0x40000000)
+import os, shutil, socket, sys, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from restore import (chk, landlock, libc, mount, NEWCGROUP, NEWIPC, NEWNET, NEWNS, NEWPID,  # noqa: E402
+                     NEWUSER, NEWUTS)
 MS_REC, MS_PRIVATE = 16384, 1 << 18
 # guest root (criu) cannot create files on the sandbox's tmpfs mounts: its uid 0 is not
 # mapped in their user namespace (EOVERFLOW); its log goes to the guest's own /var/tmp
@@ -22,30 +22,6 @@ LOGDIR = "/var/tmp/r2log"
 NOSIBLING = os.environ.get("NOSIBLING") == "1"
 SIBLING = [] if NOSIBLING else ["--restore-sibling"]
 LLDIRS = [d for d in os.environ.get("LLDIRS", "").split(":") if d]
-
-def chk(rc, what):
-    if rc is not None and rc < 0:
-        e = ctypes.get_errno(); raise OSError(e, "%s: %s" % (what, os.strerror(e)))
-    return rc
-
-def mount(src, dst, fstype, flags, data=None):
-    chk(libc.mount(src and src.encode(), dst.encode(), fstype and fstype.encode(), ctypes.c_ulong(flags),
-                   data and data.encode()), "mount %s" % dst)
-
-def landlock(dirs, files):
-    WRITE_FILE, REMOVE_DIR, REMOVE_FILE = 2, 16, 32
-    MAKE = 64 | 128 | 256 | 512 | 1024 | 2048 | 4096
-    wdir = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE | 8192
-    abi = libc.syscall(444, None, 0, 1)
-    attr = struct.pack("=Q", wdir)
-    rs = chk(libc.syscall(444, attr, len(attr), 0), "landlock_create_ruleset")
-    for path, acc in [(d, wdir) for d in dirs] + [(f, WRITE_FILE) for f in files]:
-        fd = os.open(path, os.O_PATH)
-        chk(libc.syscall(445, rs, 1, struct.pack("=Qi", acc, fd), 0), "landlock_add_rule %s" % path)
-        os.close(fd)
-    chk(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")
-    chk(libc.syscall(446, rs, 0), "landlock_restrict_self")
-    return abi
 
 def main(img, links, hostbase=1600000000, name="exp-restored"):
     ev_k, ev_r = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
