@@ -1,12 +1,15 @@
 """Experiment (not shipped): restore a dumped cellblock runner INSIDE a new
 sandbox, criu running there as the sandbox's root under no_new_privs and a
 Landlock domain.  Run as guest root after route.py's dump (image in IMG)."""
-import ctypes, json, os, shutil, signal, socket, struct, subprocess, sys, time
+import ctypes, os, shutil, socket, struct, time
 libc = ctypes.CDLL(None, use_errno=True)
 NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET = (0x20000, 0x2000000, 0x4000000,
     0x8000000, 0x10000000, 0x20000000, 0x40000000)
 INITROOT = os.environ.get("INITROOT") == "1"
 LLDIRS = [d for d in os.environ.get("LLDIRS", "").split(":") if d]
+# where route.py keeps the dump, the edited image and criu's feature cache
+WORK = os.path.abspath(os.environ.get("SPIKE_DIR", "/var/tmp/criu-runner"))
+KDAT = os.path.join(WORK, "criu.kdat")
 MS_REC, MS_PRIVATE, MS_BIND = 16384, 1 << 18, 4096
 
 def chk(rc, what):
@@ -35,6 +38,19 @@ def landlock(dirs, files):
     chk(libc.syscall(446, rs, 0), "landlock_restrict_self")
     return abi
 
+def sandbox_mounts(img, home_id):
+    """In the new sandbox's init: its proc, tmpfs mounts and criu's feature cache,
+    the image copied into its /tmp."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("proc", "/proc", "proc", 0)
+    mount("tmp", "/tmp", "tmpfs", 0, "mode=1777")
+    mount("home", "/home/user", "tmpfs", 0, "mode=0700,uid=%d,gid=%d" % (home_id, home_id))
+    mount("park", "/opt/cellblock/park", "tmpfs", 0, "mode=0777")
+    mount("run", "/run", "tmpfs", 0, "mode=0755")
+    if os.path.exists(KDAT):
+        shutil.copy(KDAT, "/run/criu.kdat")
+    shutil.copytree(img, "/tmp/img")
+
 def main(img, links, hostbase=1600000000):
     # the kernel's side of the new channels
     ev_k, ev_r = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -60,14 +76,7 @@ def main(img, links, hostbase=1600000000):
             if pid:
                 os._exit(0)
             # init, pid 1 of the new pid namespace
-            mount(None, "/", None, MS_REC | MS_PRIVATE)
-            mount("proc", "/proc", "proc", 0)
-            mount("tmp", "/tmp", "tmpfs", 0, "mode=1777")
-            mount("home", "/home/user", "tmpfs", 0, "mode=0700,uid=1600000001,gid=1600000001")
-            mount("park", "/opt/cellblock/park", "tmpfs", 0, "mode=0777")
-            mount("run", "/run", "tmpfs", 0, "mode=0755")
-            shutil.copy("/run-host-kdat", "/run/criu.kdat") if os.path.exists("/run-host-kdat") else None
-            shutil.copytree(img, "/tmp/img")
+            sandbox_mounts(img, 1600000001)
             open("/proc/sys/kernel/ns_last_pid", "w").write("99")
             criu = os.fork()
             if criu == 0:
@@ -96,7 +105,7 @@ def main(img, links, hostbase=1600000000):
                     os.wait()
                 except ChildProcessError:
                     time.sleep(0.2)
-        except BaseException as e:
+        except BaseException:
             import traceback; os.write(rep_w, ("child failed: %s\n" % traceback.format_exc()).encode()); os._exit(1)
     os.close(go_r); os.close(ready_w); os.close(rep_w)
     ev_r.close(); db_r.close(); os.close(out_w); os.close(err_w)

@@ -10,12 +10,11 @@ of the image is restored into it.  The image's credentials stay as dumped
 (the runner's id inside, 65534)."""
 import os, shutil, socket, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from restore import (chk, landlock, libc, mount, NEWCGROUP, NEWIPC, NEWNET, NEWNS, NEWPID,  # noqa: E402
-                     NEWUSER, NEWUTS)
-MS_REC, MS_PRIVATE = 16384, 1 << 18
+from restore import (chk, landlock, libc, NEWCGROUP, NEWIPC, NEWNET, NEWNS, NEWPID, NEWUSER,  # noqa: E402
+                     NEWUTS, sandbox_mounts, WORK)
 # guest root (criu) cannot create files on the sandbox's tmpfs mounts: its uid 0 is not
-# mapped in their user namespace (EOVERFLOW); its log goes to the guest's own /var/tmp
-LOGDIR = "/var/tmp/r2log"
+# mapped in their user namespace (EOVERFLOW); its log goes to the spike's work directory
+LOGDIR = os.path.join(WORK, "r2log")
 # NOSIBLING=1: the runner is restored as criu's child, not its sibling; criu runs in the
 # sandbox's pid namespace, so when it exits the runner is adopted by the sandbox's init
 # (route.py clears the image's parent-death signal), and the restorer need not stay
@@ -50,15 +49,7 @@ def main(img, links, hostbase=1600000000, name="exp-restored"):
             if os.fork():
                 os._exit(0)
             # init, pid 1 of the new pid namespace, root of the sandbox's user namespace only
-            mount(None, "/", None, MS_REC | MS_PRIVATE)
-            mount("proc", "/proc", "proc", 0)
-            mount("tmp", "/tmp", "tmpfs", 0, "mode=1777")
-            mount("home", "/home/user", "tmpfs", 0, "mode=0700,uid=65534,gid=65534")
-            mount("park", "/opt/cellblock/park", "tmpfs", 0, "mode=0777")
-            mount("run", "/run", "tmpfs", 0, "mode=0755")
-            if os.path.exists("/run-host-kdat"):
-                shutil.copy("/run-host-kdat", "/run/criu.kdat")
-            shutil.copytree(img, "/tmp/img")
+            sandbox_mounts(img, 65534)
             os.system("chmod -R a+rX /tmp/img")
             open("/proc/sys/kernel/ns_last_pid", "w").write("99")
             os.write(ready_w, b"i"); os.close(ready_w); os.close(rep_w)
