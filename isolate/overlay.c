@@ -80,7 +80,7 @@ static int s_idmap_userns(uid_t owner, gid_t group, unsigned long host_id) {
         char path[CB_PROC_PATH_MAX];
         (void) snprintf(path, sizeof path, "/proc/%ld/ns/user", pid);
         if (cb_userns_write_maps((pid_t) pid, owner, (uid_t) host_id, group, (gid_t) host_id,
-                                 false) == 0)
+                                 false, -1) == 0)
             fd = open(path, O_RDONLY | O_CLOEXEC);
         e = errno;
     }

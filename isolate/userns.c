@@ -22,7 +22,7 @@
 #include "isolate/sandbox_limits.h"
 #include "isolate/util.h"
 
-#define S_MAP_LINE_MAX 64 /* "inner outer 1\n" */
+#define S_MAP_LINE_MAX 96 /* "0 root_outer 1\ninner outer 1\n" */
 #define S_SYSCTL_MAX   32 /* bytes of a sysctl value */
 
 static int s_write_file(pid_t pid, const char *file, const char *value) {
@@ -41,13 +41,20 @@ static int s_write_file(pid_t pid, const char *file, const char *value) {
 }
 
 int cb_userns_write_maps(pid_t pid, uid_t inner_uid, uid_t outer_uid, gid_t inner_gid,
-                         gid_t outer_gid, bool deny_setgroups) {
-    char line[S_MAP_LINE_MAX];
+                         gid_t outer_gid, bool deny_setgroups, long outer_root) {
+    char line[S_MAP_LINE_MAX], root[S_MAP_LINE_MAX / 2] = "";
     if (deny_setgroups && s_write_file(pid, "setgroups", "deny") < 0 && errno != ENOENT) return -1;
-    (void) snprintf(line, sizeof line, "%lu %lu 1\n", (unsigned long) inner_uid,
+    if (outer_root >= 0) {
+        if (inner_uid == 0 || inner_gid == 0) {
+            errno = EINVAL; /* the two lines would overlap */
+            return -1;
+        }
+        (void) snprintf(root, sizeof root, "0 %ld 1\n", outer_root);
+    }
+    (void) snprintf(line, sizeof line, "%s%lu %lu 1\n", root, (unsigned long) inner_uid,
                     (unsigned long) outer_uid);
     if (s_write_file(pid, "uid_map", line) < 0) return -1;
-    (void) snprintf(line, sizeof line, "%lu %lu 1\n", (unsigned long) inner_gid,
+    (void) snprintf(line, sizeof line, "%s%lu %lu 1\n", root, (unsigned long) inner_gid,
                     (unsigned long) outer_gid);
     if (s_write_file(pid, "gid_map", line) < 0) return -1;
     return 0;

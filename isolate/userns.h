@@ -13,9 +13,11 @@
  * setgroups=deny when deny_setgroups (required unless the writer has
  * CAP_SETGID over the namespace's parent: unprivileged launchers).  With it
  * allowed, the sandbox's init can drop the launcher's supplementary groups.
+ * outer_root >= 0 (root writers only, --pausable): uid and gid 0 inside map
+ * to that host id too ("0 outer_root 1" first; inner ids must not be 0).
  * 0 ok, -1 errno. */
 int cb_userns_write_maps(pid_t pid, uid_t inner_uid, uid_t outer_uid, gid_t inner_gid,
-                         gid_t outer_gid, bool deny_setgroups);
+                         gid_t outer_gid, bool deny_setgroups, long outer_root);
 /* Whether this process may create a user namespace at all: not when it is
  * chrooted (its root is not its mount namespace's root: the kernel refuses
  * CLONE_NEWUSER with EPERM) nor when user.max_user_namespaces is 0.  false

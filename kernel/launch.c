@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -168,6 +169,29 @@ out:
     return rc;
 }
 
+/* "channel event|debug" with a socket (--pausable): the sandbox's init made
+ * the runner's channel in the sandbox's network namespace (CRIU dumps a
+ * socket only from there) and this is our end, in place of the one we
+ * made.  Taken once per channel, before the runner is started (nothing was
+ * written on ours yet: the runner's hello comes first), and only a socket. */
+static void s_channel(cb_launch_t *r, const char *which, int *passed_fd) {
+    int i = strcmp(which, "event") == 0 ? 0 : strcmp(which, "debug") == 0 ? 1 : -1;
+    int *slot = i == 0 ? &r->ev_fd : &r->dbg_fd;
+    struct stat st;
+    if (i < 0 || *passed_fd < 0 || r->chan_moved[i] || r->runner_pid > 0 || *slot < 0 ||
+        fstat(*passed_fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+        LOG_W("launcher report 'channel %.16s' refused (unknown, late, repeated or not a socket)",
+              which);
+        return;
+    }
+    s_close(slot);
+    *slot = *passed_fd;
+    *passed_fd = -1;
+    cb_set_nonblock(*slot, 1);
+    r->chan_moved[i] = true;
+    LOG_I("the runner's %s channel was made in the sandbox (--pausable)", which);
+}
+
 static void s_report(cb_launch_t *r, char *msg, size_t len, int passed_fd) {
     msg[len] = '\0';
     char *sp = strchr(msg, ' ');
@@ -193,6 +217,8 @@ static void s_report(cb_launch_t *r, char *msg, size_t len, int passed_fd) {
             r->workdir_fd = passed_fd;
             passed_fd = -1;
         }
+    } else if (S_IS("channel")) {
+        s_channel(r, rest, &passed_fd);
     } else if (S_IS("waiting")) {
         long ms = strtol(rest, NULL, 10);
         if (ms > 0 && ms <= CB_RUNNER_WAIT_MAX_MS) r->wait_ms = ms;

@@ -39,6 +39,8 @@ typedef struct cb_launch {
     int rep_fd;                         /* report socket, -1 when closed */
     int dbg_fd;                         /* the debugger's socket (section 4), -1 when closed */
     int workdir_fd;                     /* O_PATH fd of the sandbox working dir, -1 unknown */
+    bool chan_moved[2];                 /* --pausable: the event [0] and debug [1] sockets are
+                                         * the ones the sandbox made ("channel" reports) */
     char isolation[CB_LAUNCH_TEXT_MAX]; /* the launcher's description of confinement */
     char fatal[CB_LAUNCH_TEXT_MAX];     /* set-up failure reported by the launcher */
     bool exit_reported;                 /* launcher sent "exit ..." */

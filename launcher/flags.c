@@ -345,6 +345,10 @@ static const cb_flag_t s_table[] = {
      "where paused sessions' images are kept (default: " CB_IMAGE_DIR_ROOT " as root, else "
      "~/" CB_IMAGE_DIR_USER ")",
      S_K, S_OFF(image_dir), 0, NULL},
+    {"pausable", CB_FK_BOOL, S_NO, "", NULL, NULL, NULL, "snapshots",
+     "a sandbox CRIU can dump (docs/SNAPSHOTS.md): its uid 0 mapped to a second host id, "
+     "the runner's channels made in its network namespace; root launcher, no warm start",
+     S_L, S_OFF(pausable), 0, NULL},
     {"resume-image", CB_FK_PATH, S_NO, "", NULL, NULL, "DIR", "snapshots",
      "restore the sandbox from this image (given by the kernel once it has verified it)",
      S_L | CB_FLAG_NOFWD, S_OFF(resume_image), 0, NULL},
@@ -538,6 +542,16 @@ int cb_flags_check_network(const cb_config_t *c, char *err, size_t len) {
 }
 
 int cb_flags_check_isolation(const cb_config_t *c, char *err, size_t len) {
+    if (c->pausable && strcmp(c->isolation, "namespaces") != 0)
+        return s_fail(err, len,
+                      "--pausable is for --isolation namespaces (the gvisor tier pauses without "
+                      "it; the microvm tier cannot pause)");
+    if (c->pausable && strcmp(c->sandbox, "none") == 0)
+        return s_fail(err, len, "--pausable needs --sandbox full");
+    if (c->pausable && strcmp(c->warm, "wait") == 0)
+        return s_fail(err, len,
+                      "--pausable starts the runner cold (its channels are made in the "
+                      "sandbox): drop --warm wait");
     if (strcmp(c->isolation, "namespaces") == 0) return 0;
     if (strcmp(c->sandbox, "none") == 0)
         return s_fail(err, len, "--isolation %s needs --sandbox full", c->isolation);

@@ -58,6 +58,7 @@ typedef struct {
     size_t n_ro_bind;                        /* used entries of ro_bind */
     bool require_limits;                     /* --require-limits */
     bool no_clone_into_cgroup;               /* --no-clone-into-cgroup */
+    bool pausable;                           /* --pausable */
     const char *log_level;                   /* debug | info | warning | error | critical */
     const char *python;                      /* sandboxed interpreter */
     const char *runner;                      /* runner.py on the host (NULL = installed one) */

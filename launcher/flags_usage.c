@@ -42,7 +42,7 @@ static void s_wrapped(FILE *out, const char *text, size_t col) {
 }
 
 void cb_flags_usage(FILE *out, unsigned who) {
-    static const char *const groups[] = {"kernel", "sandbox", "limits", "outputs"};
+    static const char *const groups[] = {"kernel", "sandbox", "limits", "outputs", "snapshots"};
     size_t n_rows;
     const cb_flag_t *rows = cb_flags_table(&n_rows);
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
@@ -50,6 +50,9 @@ void cb_flags_usage(FILE *out, unsigned who) {
         for (size_t i = 0; i < n_rows; i++) {
             const cb_flag_t *f = &rows[i];
             if (!(f->who & who) || strcmp(f->group, groups[g]) != 0) continue;
+            /* the launcher's own (what the kernel gives it, never forwarded) */
+            if ((who & CB_FLAG_KERNEL) && (f->who & CB_FLAG_NOFWD) && !(f->who & CB_FLAG_KERNEL))
+                continue;
             if (first) fprintf(out, "\n%s:\n", groups[g]);
             first = false;
             char lhs[CB_FLAG_ERR_MAX], text[S_USAGE_TEXT], lo[CB_FLAG_NUM_MAX], hi[CB_FLAG_NUM_MAX];

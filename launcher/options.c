@@ -86,6 +86,8 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
                                             : CB_WARM_AUTO;
     o->preload = c.preload;
     o->resume_image = c.resume_image;
+    o->pausable = c.pausable;
+    if (o->pausable && o->warm != CB_WARM_OFF) o->warm = CB_WARM_OFF; /* its runner's channels */
     char why[CB_FLAG_ERR_MAX];
     if (cb_flags_check_network(&c, why, sizeof why) < 0 ||
         cb_flags_check_isolation(&c, why, sizeof why) < 0)

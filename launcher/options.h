@@ -82,6 +82,7 @@ typedef struct {
     const char *preload;  /* --preload (argv), NULL = none: what the template imports */
 
     const char *resume_image; /* --resume-image: a verified image to restore (argv), or NULL */
+    bool pausable;            /* --pausable: uid 0 mapped, channels made in the sandbox */
 
     /* issue 23: the debugger's channel, not a flag (main.c sets it) */
     bool debug_channel; /* fd CB_FD_LAUNCHER_DEBUG is the kernel's debug socket */

@@ -53,6 +53,8 @@ cb_sandbox_t *cb_sandbox_new(const cb_options_t *opts) {
     sb->root = geteuid() == 0;
     sb->kernel_pid = getppid();
     sb->lease.lock_fd = sb->lease.dir_fd = -1;
+    sb->root_lease.lock_fd = sb->root_lease.dir_fd = -1;
+    sb->chan_keep[0] = sb->chan_keep[1] = -1;
     sb->uid = opts->uid;
     sb->gid = opts->gid;
     sb->last_cap = cb_caps_last_cap();
@@ -290,8 +292,9 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
     *child = sb->init;
     uid_t host_uid = sb->root ? (uid_t) sb->lease.id : getuid();
     gid_t host_gid = sb->root ? (gid_t) sb->lease.id : getgid();
-    if (sb->userns &&
-        cb_userns_write_maps(sb->init, sb->uid, host_uid, sb->gid, host_gid, !sb->root) < 0) {
+    long root_id = sb->root_lease.lock_fd >= 0 ? (long) sb->root_lease.id : -1; /* --pausable */
+    if (sb->userns && cb_userns_write_maps(sb->init, sb->uid, host_uid, sb->gid, host_gid,
+                                           !sb->root, root_id) < 0) {
         int e = errno; /* the diagnosis reads files: keep the write's errno */
         char why[CB_REPORT_LINE_MAX / 2];
         cb_userns_diagnose(e, why, sizeof why);
@@ -332,6 +335,18 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
     cb_sb_msg_t m;
     int wfd = -1;
     int r = s_recv_msg(sb->ctl, &m, &wfd);
+    /* --pausable: the kernel's ends of the channels init made come first */
+    for (int c = 0; r > 0 && m.type == CB_SB_MSG_CHANNEL && wfd >= 0 && c < 2 * CB_SB_CHANS;
+         c++) {
+        int ch = m.chan == CB_SB_CHAN_EVENT ? CB_SB_CHAN_EVENT : CB_SB_CHAN_DEBUG;
+        if (m.runner_end && sb->chan_keep[ch] < 0) {
+            sb->chan_keep[ch] = wfd;
+        } else {
+            (void) cb_report_fd(ch == CB_SB_CHAN_EVENT ? "channel event" : "channel debug", wfd);
+            close(wfd);
+        }
+        r = s_recv_msg(sb->ctl, &m, &wfd);
+    }
     if (r <= 0 || m.type != CB_SB_MSG_WORKDIR || wfd < 0) {
         if (wfd >= 0) close(wfd);
         if (r > 0 && m.type == CB_SB_MSG_ERR)
@@ -456,7 +471,10 @@ void cb_sandbox_destroy(cb_sandbox_t **self_p) {
     cb_tier_destroy(&sb->tier);
     /* the id goes back only now: every process of the sandbox is gone */
     cb_idpool_release(&sb->lease);
+    cb_idpool_release(&sb->root_lease);
     if (sb->ctl >= 0) close(sb->ctl);
+    for (int c = 0; c < CB_SB_CHANS; c++)
+        if (sb->chan_keep[c] >= 0) close(sb->chan_keep[c]);
     cb_mount_plan_fini(&sb->mounts);
     cb_seccomp_fini(&sb->filter);
     free(sb);

@@ -36,8 +36,13 @@ __attribute__((noreturn)) static void s_init_fail(int ctl, cb_step_t step, int a
     _exit(127);
 }
 
-__attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int errfd) {
+__attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int errfd,
+                                                    const int chans[CB_SB_CHANS]) {
     cb_child_reset_signals();
+    /* --pausable: the channels init made take the kernel's places */
+    if ((chans[CB_SB_CHAN_EVENT] >= 0 && dup2(chans[CB_SB_CHAN_EVENT], CB_FD_EVENT) < 0) ||
+        (chans[CB_SB_CHAN_DEBUG] >= 0 && dup2(chans[CB_SB_CHAN_DEBUG], CB_FD_LAUNCHER_DEBUG) < 0))
+        cb_child_fail(errfd, CB_STEP_FDS, -1);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) cb_child_fail(errfd, CB_STEP_CAPS, -1);
     if (setsid() < 0) cb_child_fail(errfd, CB_STEP_SETSID, -1);
     /* gvisor: runsc builds its own namespaces, seccomp, capability drop and rlimits */
@@ -56,6 +61,33 @@ __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int 
     if (sb->tier != NULL) cb_tier_run(sb->tier, errfd); /* microvm: QEMU, confined like this */
     execve(sb->exec.python, sb->exec.argv, sb->exec.envp);
     cb_child_fail(errfd, CB_STEP_EXEC, -1);
+}
+
+/* --pausable: the runner's channels as socketpairs of this (the sandbox's)
+ * network namespace; the kernel's ends go to the launcher, which passes
+ * them on ("channel" reports), and the runner's ends too, which it keeps
+ * (as it kept the kernel's: the kernel ends the sandbox when the channel
+ * closes, and a runner that exits must not close it before the launcher
+ * has reported how).  The debugger's only when the kernel gave
+ * one.  mine[] gets the runner's ends (-1: keep the kernel's).  0 ok. */
+static int s_make_channels(const cb_sandbox_t *sb, int ctl, int mine[CB_SB_CHANS]) {
+    mine[CB_SB_CHAN_EVENT] = mine[CB_SB_CHAN_DEBUG] = -1;
+    if (!sb->opts->pausable) return 0;
+    for (int c = 0; c < CB_SB_CHANS; c++) {
+        if (c == CB_SB_CHAN_DEBUG && !sb->opts->debug_channel) continue;
+        int sp[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) return -1;
+        cb_sb_msg_t m = {.type = CB_SB_MSG_CHANNEL, .chan = c};
+        cb_sb_msg_t k = {.type = CB_SB_MSG_CHANNEL, .chan = c, .runner_end = true};
+        int r = s_send_msg(ctl, &m, sp[0]) < 0 || s_send_msg(ctl, &k, sp[1]) < 0 ? -1 : 0;
+        close(sp[0]);
+        if (r < 0) {
+            close(sp[1]);
+            return -1;
+        }
+        mine[c] = sp[1];
+    }
+    return 0;
 }
 
 /* Blocks for one CB_SB_GO byte from the launcher. 0 ok, -1 launcher gone. */
@@ -97,6 +129,8 @@ __attribute__((noreturn)) void cb_sb_init_main(const cb_sandbox_t *sb, int ctl, 
     if (unshare(CLONE_NEWCGROUP) < 0) s_init_fail(ctl, CB_STEP_CGROUP_NS, -1);
     /* --network allow: the proxy's listeners, made in this network namespace */
     if (sb->np != NULL && cb_netproxy_child_listen(sb->np) < 0) s_init_fail(ctl, CB_STEP_NET, -1);
+    int chans[CB_SB_CHANS];
+    if (s_make_channels(sb, ctl, chans) < 0) s_init_fail(ctl, CB_STEP_NET, -1);
     int wfd = open(CB_SANDBOX_HOME, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     cb_sb_msg_t wm = {.type = CB_SB_MSG_WORKDIR};
     cb_overlay_last_stats(&wm.ovl);
@@ -114,9 +148,11 @@ __attribute__((noreturn)) void cb_sb_init_main(const cb_sandbox_t *sb, int ctl, 
         close(ctl);
         if (tier[0] >= 0) close(tier[0]);
         cb_tier_set_ctl(tier[1]);
-        s_runner_main(sb, errfd);
+        s_runner_main(sb, errfd, chans);
     }
     if (tier[1] >= 0) close(tier[1]);
+    for (int c = 0; c < CB_SB_CHANS; c++)
+        if (chans[c] >= 0) close(chans[c]);
     /* init keeps only ctl and the tier's channel (and the checkpoints' store
      * and park directory, made now, with the namespace's capabilities); no
      * caps, not dumpable */

@@ -223,10 +223,47 @@ void cb_sb_describe(const cb_sandbox_t *sb, char *buf, size_t len) {
                         sb->ovl.idmapped ? "read as its owner" : "read as others",
                         sb->ovl.dirs_cut ? ", directories past the bounds hidden" : "");
     used = strlen(line);
+    if (sb->root_lease.lock_fd >= 0 && used < line_len)
+        (void) snprintf(line + used, line_len - used,
+                        "; pausable: uid 0 inside is host id %lu, the runner's channels are "
+                        "sockets of the sandbox's network namespace",
+                        sb->root_lease.id);
+    used = strlen(line);
     if (cb_warm_on(sb->warm) && used < line_len) /* issue 21 (docs/SECURITY.md) */
         (void) snprintf(line + used, line_len - used,
                         "; runner forked from a template (read-only pages shared)");
     if (sb->tier != NULL) cb_tier_describe(sb->tier, base, buf, len);
+}
+
+/* --pausable (docs/SNAPSHOTS.md): CRIU converts every id it dumps through
+ * the user namespace's maps and refuses a namespace where uid 0 is not
+ * mapped, so uid and gid 0 inside map to a second host id of this
+ * sandbox's own.  No process of the sandbox runs as it (init and the
+ * runner take the sandbox's ids, with no capability to change them) and no
+ * host file belongs to it. */
+static int s_plan_pausable(cb_sandbox_t *sb) {
+    const cb_options_t *o = sb->opts;
+    char why[CB_REPORT_LINE_MAX / 2];
+    if (!sb->root || !sb->userns) {
+        cb_sb_err(sb, "--pausable needs a root launcher and user namespaces: it maps the "
+                      "sandbox's uid 0 to a second host id of its own, which only root may; "
+                      "run the kernel as root or drop --pausable");
+        return -1;
+    }
+    if (sb->uid == 0 || sb->gid == 0) {
+        cb_sb_err(sb, "--pausable maps uid and gid 0 inside to a host id of their own: the "
+                      "runner's --uid and --gid must not be 0");
+        return -1;
+    }
+    if (cb_idpool_acquire(CB_SANDBOX_ID_DIR, o->uid_first, o->uid_count, &sb->root_lease, why,
+                          sizeof why) < 0) {
+        cb_sb_err(sb, "--pausable: cannot give the sandbox's uid 0 a host id of its own "
+                      "(a pausable sandbox takes two): %s",
+                   why);
+        return -1;
+    }
+    LOG_I("--pausable: uid 0 inside is host id %lu", sb->root_lease.id);
+    return 0;
 }
 
 int cb_sb_plan(cb_sandbox_t *sb) {
@@ -271,6 +308,7 @@ int cb_sb_plan(cb_sandbox_t *sb) {
         sb->uid = (uid_t) sb->lease.id;
         sb->gid = (gid_t) sb->lease.id;
     }
+    if (o->pausable && s_plan_pausable(sb) < 0) return -1;
     if (s_plan_mounts(sb, &sb->mounts, false) < 0) {
         if (sb->error[0] == '\0')
             cb_sb_err(sb, "planning the sandbox filesystem: %s", strerror(errno));

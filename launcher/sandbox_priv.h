@@ -38,12 +38,23 @@
 #define CB_SB_ISOLATION_MAX CB_REPORT_LINE_MAX
 #define CB_SB_CAUSE_MAX     200 /* bytes of the no-cgroup cause in the banner */
 
-enum { CB_SB_MSG_ERR = 1, CB_SB_MSG_WORKDIR = 2, CB_SB_MSG_STATUS = 3, CB_SB_MSG_SNAP = 4 };
+enum {
+    CB_SB_MSG_ERR = 1,
+    CB_SB_MSG_WORKDIR = 2,
+    CB_SB_MSG_STATUS = 3,
+    CB_SB_MSG_SNAP = 4,
+    CB_SB_MSG_CHANNEL = 5 /* --pausable: the kernel's end of a channel made inside */
+};
+/* --pausable: the runner's channels init makes in the sandbox's network
+ * namespace (CRIU dumps a socket only from the dumped task's namespace) */
+enum { CB_SB_CHAN_EVENT = 0, CB_SB_CHAN_DEBUG = 1, CB_SB_CHANS = 2 };
 
 typedef struct {
     int type;               /* CB_SB_MSG_* */
     cb_child_err_t err;     /* CB_SB_MSG_ERR */
     int status;             /* CB_SB_MSG_STATUS: the runner's wait status */
+    int chan;               /* CB_SB_MSG_CHANNEL: CB_SB_CHAN_* */
+    bool runner_end;        /* CB_SB_MSG_CHANNEL: the runner's end (the launcher keeps it) */
     cb_overlay_stats_t ovl; /* CB_SB_MSG_WORKDIR: what --workdir-source's walk hid */
     char text[CB_SNAP_LINE_MAX]; /* CB_SB_MSG_SNAP: a line of the checkpoint agent */
 } cb_sb_msg_t;
@@ -54,6 +65,7 @@ struct cb_sandbox {
     bool root;                                 /* launched as root: ids from the pool */
     pid_t kernel_pid;                          /* our parent (parent-death checks) */
     cb_idlease_t lease;                        /* root: the sandbox's own host id */
+    cb_idlease_t root_lease;                   /* --pausable: the host id of uid 0 inside */
     uid_t uid;                                 /* runner's uid (inside) */
     gid_t gid;                                 /* runner's gid (inside) */
     int last_cap;                              /* cap_last_cap */
@@ -75,6 +87,9 @@ struct cb_sandbox {
     cb_overlay_stats_t ovl;                    /* its walk, as init reported it */
     cb_tier_t *tier;                           /* --isolation gvisor|microvm; NULL: namespaces */
     cb_warm_t *warm;                           /* a warm start (warm.h); NULL: cold */
+    int chan_keep[2];                          /* --pausable: the runner's ends of its channels,
+                                                * kept as the kernel's own were: the kernel sees
+                                                * them close when the launcher ends */
 };
 
 /* Sets sb->error (the cause and the fix of the last failure). */

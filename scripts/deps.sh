@@ -81,6 +81,8 @@ podman                      # a container on a cgroup v2 host, run in the guest
 crun                        # ... the runtime the guest containers run with
 runc                        # ... podman default here, which deploy/container/base.sh import asks for
 debootstrap                 # ... its base image, made by base.sh
+criu                        # the --pausable dump in the guest (criu 3.17 of Debian 12 cannot
+                            # run on kernels from 6.13 on; the guest runs 6.1)
 '
 
 fuzz='

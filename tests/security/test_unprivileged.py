@@ -81,6 +81,16 @@ def test_runs_confined_as_ordinary_user(user, cellblock, works):
     assert "nnp 0" in plain and "nosys" not in plain, plain
 
 
+def test_pausable_says_it_needs_root(user, cellblock, works):
+    """--pausable maps the sandbox's uid 0 to a second host id, which only a
+    root launcher may: an ordinary user gets the cause and the fix, and no
+    sandbox half-made (docs/SNAPSHOTS.md)."""
+    p = _run_sandboxed(user, cellblock, "print('ran')", "--pausable")
+    err = p.stderr.decode()
+    assert p.returncode != 0 and b"ran" not in p.stdout, (p.returncode, p.stdout, err)
+    assert "--pausable needs a root launcher" in err and "drop --pausable" in err, err
+
+
 def test_host_files_invisible_as_ordinary_user(user, cellblock, works, tmp_path_factory):
     secret = secrets.token_hex(16)
     path = "/tmp/cb-unpriv-secret-" + secrets.token_hex(4)

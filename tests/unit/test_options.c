@@ -212,6 +212,26 @@ int main(void) {
     cb_options_fini(&o);
     free(ko);
 
+    /* --pausable: the namespaces tier's, started cold */
+    const char *pa[] = {"x", "--pausable", "--python", "/usr/bin/python3", "--runner", "/r/r.py",
+                        "--isolation", "gvisor"};
+    TAP_OK(cb_options_parse(6, (char **) pa, &o, err, sizeof err) == 0 && o.pausable &&
+               o.warm == CB_WARM_OFF,
+           "--pausable parsed, and the warm start is off (the runner's channels are made in "
+           "the sandbox)");
+    cb_options_fini(&o);
+    TAP_OK(cb_options_parse(8, (char **) pa, &o, err, sizeof err) < 0 &&
+               strstr(err, "--pausable is for --isolation namespaces") != NULL,
+           "--pausable with another tier refused: %s", err);
+    cb_options_fini(&o);
+    const char *pw[] = {"x", "--pausable", "--warm", "wait", "--python", "/usr/bin/python3",
+                        "--runner", "/r/r.py"};
+    TAP_OK(cb_options_parse(8, (char **) pw, &o, err, sizeof err) < 0 &&
+               strstr(err, "drop --warm wait") != NULL,
+           "--pausable with --warm wait refused: %s", err);
+    cb_options_fini(&o);
+    TAP_OK(s_kernel("pausable", NULL) == 0, "the kernel takes --pausable (and forwards it)");
+
     cb_config_t c;
     cb_config_defaults(&c);
     TAP_EQ_INT(c.memory_mb, CB_DEFAULT_MEMORY_MB, "memory default from the table");

@@ -1,0 +1,278 @@
+"""--pausable (docs/SNAPSHOTS.md "Pausing the namespaces tier"): a sandbox
+CRIU can dump.  Its uid 0 maps to a second host id of the sandbox's own
+(CRIU refuses a user namespace where uid 0 is not mapped) and the runner's
+channels are sockets of the sandbox's network namespace (CRIU looks for a
+dumped task's sockets there only).
+
+What must hold, seen from the host: every layer of the banner as in any
+sandbox (the probes escape the stock python3 kernel, the control), also
+after a rollback; no process of the sandbox runs as the second id, and
+both ids go back when the kernel ends; the channels are the sandbox's and
+the debugger's works; a dying runner is reported as in any sandbox.  In the
+test guest (Debian's own 6.1 kernel, where Debian's criu works; `make
+test-guest`) criu dumps the runner of a pausable sandbox with the channels
+declared external, and cannot dump an ordinary sandbox's."""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import shlex
+
+import pytest
+
+from .conftest import KERNELS, MUST_WORK, Kernel, _check_available, tier, verdict
+from .test_escape import PROBES
+from .test_snapshots import CHECK, OUTSIDE, _descendants, ctl, host_view
+
+ID_DIR = "/run/cellblock/uids"  # isolate/sandbox_limits.h CB_SANDBOX_ID_DIR
+SBIN = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+# the suites re-run with other kernel flags (make test-tiers, make test-warm):
+# --pausable refuses another tier and --warm wait with a usage error
+pytestmark = pytest.mark.skipif(
+    tier() != "namespaces" or "wait" in shlex.split(os.environ.get("CB_TEST_KERNEL_ARGS", "")),
+    reason="--pausable is a namespaces-tier sandbox that starts cold")
+
+
+def _needs_root():
+    if os.geteuid() != 0:
+        pytest.skip("--pausable needs a root launcher (test_unprivileged checks the refusal)")
+
+
+@pytest.fixture(params=KERNELS)
+def any_pausable(request):
+    _check_available(request.param)
+    if request.param == "cellblock":
+        _needs_root()
+    k = Kernel(request.param, ["--pausable"] if request.param == "cellblock" else None)
+    yield k
+    k.shutdown()
+
+
+def _pid(k):
+    out, err = k.run("import os; print(os.getpid())")
+    assert err is None, out
+    return int(out)
+
+
+def _probe_all(k, what):
+    for name in CHECK:  # in a child interpreter, as test_escape runs them
+        probe, _ = k.run("import subprocess, sys\nprint(subprocess.run([sys.executable, '-c', "
+                         "%r], capture_output=True, text=True).stdout)" % PROBES[name])
+        verdict(k, "ESCAPED" in probe, "%s %s: %s" % (name, what, probe.strip()))
+    probe, _ = k.run(OUTSIDE)
+    verdict(k, "ESCAPED" in probe, "a write outside the writable places %s: %s" % (what, probe))
+    uid, _ = host_view(k, _pid(k))
+    verdict(k, uid == 0, "the runner is root on the host %s" % what)
+
+
+def test_every_layer_holds_in_a_pausable_sandbox(any_pausable):
+    k = any_pausable
+    _probe_all(k, "in a pausable sandbox")
+    if k.control:
+        return
+    k.run("x = 'saved'")
+    assert ctl(k, "cellblock_checkpoint_request", name="c")["status"] == "ok"
+    k.run("x = 'changed'")
+    assert ctl(k, "cellblock_rollback_request", name="c")["status"] == "ok"
+    assert k.run("print(x)")[0] == "saved\n"
+    _probe_all(k, "after a rollback in a pausable sandbox")
+
+
+def _maps(pid, which):
+    with open("/proc/%d/%s" % (pid, which)) as f:
+        return sorted(tuple(int(v) for v in line.split()) for line in f if line.strip())
+
+
+def _host_uids(k):
+    root = k.km.provisioner.process.pid
+    uids = {}
+    for p in _descendants(root):
+        try:
+            with open("/proc/%d/status" % p) as f:
+                st = f.read()
+        except OSError:
+            continue
+        uids[p] = set(int(v) for v in re.search(r"^Uid:\s+(.*)$", st, re.M).group(1).split())
+    return uids
+
+
+def test_uid0_inside_is_a_second_id_of_the_sandbox_that_nothing_runs_as():
+    _check_available("cellblock")
+    _needs_root()
+    k = Kernel("cellblock", ["--pausable"])
+    try:
+        runner = _runner_host_pid(k)
+        um, gm = _maps(runner, "uid_map"), _maps(runner, "gid_map")
+        assert um == gm and len(um) == 2, (um, gm)
+        (z, root_id, n0), (inner, own_id, n1) = um
+        assert (z, n0, inner, n1) == (0, 1, 65534, 1), um
+        assert root_id != own_id, um
+        assert os.path.exists(os.path.join(ID_DIR, str(root_id))), "uid 0's id is not leased"
+        assert os.path.exists(os.path.join(ID_DIR, str(own_id)))
+        # the sandbox's processes (launcher's children) run as its own id, none as uid 0's
+        seen = _host_uids(k)
+        sandbox = {p: u for p, u in seen.items() if u != {0}}
+        assert sandbox and all(u == {own_id} for u in sandbox.values()), seen
+        assert not any(root_id in u for u in seen.values()), seen
+        # inside: uid 0 is there but out of reach
+        out, err = k.run("import os\nfor f in (os.setuid, os.setgid, os.seteuid):\n"
+                         "    try:\n        f(0); print('became 0')\n"
+                         "    except OSError as e:\n        print(e.errno)\n"
+                         "print(os.getuid(), os.getgid(), open('/proc/self/status').read()"
+                         ".split('CapEff:')[1].split()[0])")
+        assert err is None and out.split() == ["1", "1", "1", "65534", "65534",
+                                               "0000000000000000"], out
+        # the banner says so
+        info = k.kc.kernel_info(reply=True, timeout=30)["content"]
+        assert "pausable: uid 0 inside is host id %d" % root_id in str(info), info
+    finally:
+        k.shutdown()
+    for i in (root_id, own_id):
+        assert not os.path.exists(os.path.join(ID_DIR, str(i))), "id %d not given back" % i
+
+
+def _sockets(pid, fds=("3", "4")):
+    """{fd: inode} of the runner's socket fds, and the inodes of unix sockets
+    in the runner's network namespace (its /proc/PID/net/unix)."""
+    socks = {}
+    for fd in fds:
+        link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        m = re.fullmatch(r"socket:\[(\d+)\]", link)
+        assert m, (fd, link)
+        socks[fd] = int(m.group(1))
+    with open("/proc/%d/net/unix" % pid) as f:
+        inodes = {int(line.split()[6]) for line in list(f)[1:] if len(line.split()) > 6}
+    return socks, inodes
+
+
+def _runner_host_pid(k):
+    r = _pid(k)
+    for p in _descendants(k.km.provisioner.process.pid):
+        try:
+            st = open("/proc/%d/status" % p).read()
+        except OSError:
+            continue
+        if re.search(r"^NSpid:.*\s%d$" % r, st, re.M) and "\nName:\tpython" in "\n" + st:
+            return p
+    raise AssertionError("no runner below the kernel")
+
+
+@pytest.mark.parametrize("pausable", [False, True], ids=["ordinary", "pausable"])
+def test_the_runners_channels_are_the_sandboxs_own(pausable):
+    _check_available("cellblock")
+    if pausable:
+        _needs_root()
+    k = Kernel("cellblock", ["--pausable"] if pausable else None)
+    try:
+        socks, inodes = _sockets(_runner_host_pid(k))
+        inside = {fd for fd, ino in socks.items() if ino in inodes}
+        # the control: an ordinary sandbox's channels are the kernel's sockets
+        assert inside == ({"3", "4"} if pausable else set()), (socks, len(inodes))
+        # both work: a cell (fd 3) and the debugger (fd 4)
+        assert k.run("print(6 * 7)") == ("42\n", None)
+        r = ctl(k, "debug_request", type="request", seq=1, command="initialize",
+                arguments={"adapterID": "cellblock-test", "clientID": "test"})
+        assert r.get("success") is True and r.get("command") == "initialize", r
+    finally:
+        k.shutdown()
+
+
+def test_a_dying_pausable_runner_is_reported_as_in_any_sandbox():
+    _check_available("cellblock")
+    _needs_root()
+    k = Kernel("cellblock", ["--pausable"])
+    try:
+        out, err = k.run("import os; os._exit(3)")
+        assert err == "SandboxError" and "exited with code 3" in out, out
+        out, err = k.run("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+        assert err == "SandboxError" and "killed by signal 9 (SIGKILL)." in out, out
+        assert k.run("print('fresh')") == ("fresh\n", None)
+    finally:
+        k.shutdown()
+
+
+# ---- CRIU: only where Debian's criu works (the test guest, Debian's 6.1) ----
+
+def _criu():
+    criu = shutil.which("criu", path=SBIN)
+    if criu is None:
+        if MUST_WORK and os.environ.get("CB_CRIU_MUST_WORK") == "1":
+            pytest.fail("criu is not installed (apt-get install criu; scripts/deps.sh guest)")
+        pytest.skip("criu is not installed")
+    p = subprocess.run([criu, "check"], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        why = (p.stdout + p.stderr).strip().splitlines()[-1:] or ["?"]
+        if os.environ.get("CB_CRIU_MUST_WORK") == "1":
+            pytest.fail("criu check failed where it must work: %s" % why[0])
+        # Debian 12's criu 3.17 on kernels from 6.13 on: criu#2532
+        pytest.skip("criu cannot run on this kernel (%s); make test-guest runs this" % why[0])
+    return criu
+
+
+def _dump(criu, k, where):
+    """criu dump --leave-running of the runner, run as root in the sandbox's
+    mount, pid and network namespaces (so none of them is in the image: a
+    restore makes them as the launcher does), its sockets' peers declared
+    external.  (criu's exit code, its log, the runner's pid inside)."""
+    launcher = [p for p in _descendants(k.km.provisioner.process.pid)
+                if open("/proc/%d/comm" % p).read().startswith("cellblock-launc")]
+    runner = _runner_host_pid(k)
+    init = int(re.search(r"^PPid:\s+(\d+)", open("/proc/%d/status" % runner).read(),
+                         re.M).group(1))
+    assert init in launcher, (init, launcher)
+    vpid = re.search(r"^NSpid:.*\s(\d+)$", open("/proc/%d/status" % runner).read(),
+                     re.M).group(1)
+    ext = []
+    for fd in os.listdir("/proc/%d/fd" % runner):
+        m = re.fullmatch(r"socket:\[(\d+)\]", os.readlink("/proc/%d/fd/%s" % (runner, fd)))
+        if m:
+            ext += ["--external", "unix[%s]" % m.group(1)]
+    dfd = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        # criu probes features by writing in /tmp: a tmpfs of its own over the
+        # sandbox's for the dump, taken away afterwards (a build keeps a
+        # feature cache instead: docs/SNAPSHOTS.md)
+        cmd = ("mount -t tmpfs criu /tmp && { %s dump -t %s -D /proc/self/fd/%d -o dump.log "
+               "--leave-running %s; rc=$?; umount /tmp; exit $rc; }"
+               % (criu, vpid, dfd, " ".join("'%s'" % a for a in ext)))
+        p = subprocess.run(["nsenter", "-t", str(init), "--mount", "--pid", "--net", "--", "sh", "-c",
+                            cmd], pass_fds=(dfd,), capture_output=True, text=True, timeout=600)
+    finally:
+        os.close(dfd)
+    log = open(os.path.join(where, "dump.log"), errors="replace").read() \
+        if os.path.exists(os.path.join(where, "dump.log")) else p.stdout + p.stderr
+    return p.returncode, log, vpid
+
+
+@pytest.mark.timeout(900)
+def test_criu_dumps_the_runner_of_a_pausable_sandbox_only():
+    _check_available("cellblock")
+    _needs_root()
+    criu = _criu()
+    for pausable in (True, False):
+        k = Kernel("cellblock", ["--pausable"] if pausable else None)
+        where = tempfile.mkdtemp(prefix="cb-criu-", dir="/var/tmp")
+        try:
+            k.run("x = 41\nimport math")
+            rc, log, vpid = _dump(criu, k, where)
+            if pausable:
+                assert rc == 0, "criu dump failed:\n" + log[-4000:]
+                assert os.path.exists(os.path.join(where, "core-%s.img" % vpid)), \
+                    os.listdir(where)
+                assert glob.glob(os.path.join(where, "pages-*.img")), os.listdir(where)
+            else:  # uid 0 unmapped (criu's first refusal), the kernel's sockets
+                assert rc != 0 and re.search(r"Unable to convert uid or gid|"
+                                             r"[Uu]nix socket.*not found", log), \
+                    "an ordinary sandbox was dumped: rc %d\n%s" % (rc, log[-3000:])
+            # dumped or not, the session goes on (--leave-running), confined
+            assert k.run("print(x + 1, math.pi > 3)") == ("42 True\n", None)
+            _probe_all(k, "after criu dumped the runner")
+        finally:
+            k.shutdown()
+            shutil.rmtree(where, ignore_errors=True)
