@@ -50,6 +50,12 @@ def main(img, links, hostbase=1600000000, name="exp-restored"):
                 os._exit(0)
             # init, pid 1 of the new pid namespace, root of the sandbox's user namespace only
             sandbox_mounts(img, 65534)
+            if os.environ.get("PARKFIFO"):   # parked.py: the parked copy's fifo, made again
+                os.mkfifo(os.environ["PARKFIFO"])   # criu wants the dumped mode (init's: 0644)
+                os.chmod(os.environ["PARKFIFO"], 0o644)
+                # held open for writing, as init holds a parked copy's fifo: with no
+                # writer the restored copy's read() would see EOF and end it
+                park_w = os.open(os.environ["PARKFIFO"], os.O_RDWR | os.O_NONBLOCK)
             os.system("chmod -R a+rX /tmp/img")
             open("/proc/sys/kernel/ns_last_pid", "w").write("99")
             os.write(ready_w, b"i"); os.close(ready_w); os.close(rep_w)
