@@ -37,12 +37,15 @@ PKGS      := libzmq libczmq jansson libsodium libseccomp
 # libcrypto: the kernel's HMAC-SHA256 (kernel/auth.c), SHA-256 of paused sessions' images
 # (launcher/snapimage.c)
 PKGS      += libcrypto
+# protobuf-c: the two records of a CRIU image the launcher edits (launcher/criu_img.c)
+PKGS      += libprotobuf-c
 DEPS_OK   := $(BUILD)/.deps-ok
 DEPS_TEST := $(BUILD)/.deps-test-ok $(BUILD)/.deps-tiers-ok $(BUILD)/.deps-fuzz-ok \
              $(BUILD)/.deps-guest-ok
 
 CFLAGS_BASE := -std=gnu11 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat=2 \
-               -Wformat-nonliteral -Wshadow -Wvla -fno-strict-aliasing -iquote .
+               -Wformat-nonliteral -Wshadow -Wvla -fno-strict-aliasing -iquote . \
+               -iquote $(BUILD)/gen
 ifneq ($(SANITIZE),)
 CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -O1
 LDFLAGS     += -fsanitize=$(SANITIZE)
@@ -103,10 +106,22 @@ $(BUILD)/obj/%.o: %.c $(DEPS_OK)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# launcher/criu_img.proto -> $(BUILD)/gen/launcher/criu_img.pb-c.[ch] (protoc-c)
+CRIU_PB := $(BUILD)/gen/launcher/criu_img.pb-c
+$(CRIU_PB).c $(CRIU_PB).h &: launcher/criu_img.proto $(DEPS_OK)
+	@mkdir -p $(@D)
+	@echo "  PROTOC  $<"
+	@protoc-c --proto_path=launcher --c_out=$(@D) $<
+$(BUILD)/obj/launcher/criu_img.o: $(CRIU_PB).h
+$(BUILD)/obj/gen/launcher/criu_img.pb-c.o: $(CRIU_PB).c $(CRIU_PB).h
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS) -c $< -o $@
+
 $(ISOLATE_A): $(ISOLATE_SRC:%.c=$(BUILD)/obj/%.o)
 $(ARTIFACTS_A): $(ARTIFACTS_SRC:%.c=$(BUILD)/obj/%.o)
 $(TIERS_A): $(TIERS_SRC:%.c=$(BUILD)/obj/%.o)
-$(LAUNCHER_A): $(LAUNCHER_SRC:%.c=$(BUILD)/obj/%.o)
+$(LAUNCHER_A): $(LAUNCHER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/launcher/criu_img.pb-c.o
 $(KERNEL_A): $(KERNEL_SRC:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/lib/%.a:
 	@mkdir -p $(@D)
@@ -357,7 +372,13 @@ $(FUZZ_BUILD)/obj/%.o: %.c $(DEPS_OK) | $(BUILD)/.deps-fuzz-ok
 $(FUZZ_BUILD)/lib/libcb_isolate.a: $(ISOLATE_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 $(FUZZ_BUILD)/lib/libcb_artifacts.a: $(ARTIFACTS_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 $(FUZZ_BUILD)/lib/libcb_tiers.a: $(TIERS_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
-$(FUZZ_BUILD)/lib/libcb_launcher.a: $(LAUNCHER_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+$(FUZZ_BUILD)/lib/libcb_launcher.a: $(LAUNCHER_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) \
+    $(FUZZ_BUILD)/obj/gen/launcher/criu_img.pb-c.o
+$(FUZZ_BUILD)/obj/launcher/criu_img.o: $(CRIU_PB).h
+$(FUZZ_BUILD)/obj/gen/launcher/criu_img.pb-c.o: $(CRIU_PB).c $(CRIU_PB).h | $(BUILD)/.deps-fuzz-ok
+	@mkdir -p $(@D)
+	@echo "  FUZZCC  $<"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(PKG_CFLAGS) -c $< -o $@
 $(FUZZ_BUILD)/lib/libcb_kernel.a: $(KERNEL_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 $(FUZZ_BUILD)/lib/%.a:
 	@mkdir -p $(@D)

@@ -29,6 +29,8 @@ libjansson-dev
 libsodium-dev
 libseccomp-dev
 libc-ares-dev               # cellblock-proxy (--network allow:)
+libprotobuf-c-dev           # the records of a CRIU image the launcher edits (--pausable)
+protobuf-c-compiler         # ... their code, made from launcher/criu_img.proto
 libssl-dev                  # libcrypto: the kernel HMAC-SHA256 and SHA-256 of paused images (issue 20);
                             #   libssl: the proxy TLS for --secret hosts
 python3-jupyter-client      # the client side: make demo, the tests, cellblock.Sandbox
