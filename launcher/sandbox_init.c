@@ -77,6 +77,16 @@ static int s_make_channels(const cb_sandbox_t *sb, int ctl, int mine[CB_SB_CHANS
         if (c == CB_SB_CHAN_DEBUG && !sb->opts->debug_channel) continue;
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) return -1;
+        for (int e = 0; e < 2; e++) {
+            int high = fcntl(sp[e], F_DUPFD_CLOEXEC, CB_SB_CHAN_FD_MIN);
+            close(sp[e]);
+            sp[e] = high;
+        }
+        if (sp[0] < 0 || sp[1] < 0) {
+            if (sp[0] >= 0) close(sp[0]);
+            if (sp[1] >= 0) close(sp[1]);
+            return -1;
+        }
         cb_sb_msg_t m = {.type = CB_SB_MSG_CHANNEL, .chan = c};
         cb_sb_msg_t k = {.type = CB_SB_MSG_CHANNEL, .chan = c, .runner_end = true};
         int r = s_send_msg(ctl, &m, sp[0]) < 0 || s_send_msg(ctl, &k, sp[1]) < 0 ? -1 : 0;

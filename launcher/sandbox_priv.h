@@ -48,6 +48,9 @@ enum {
 /* --pausable: the runner's channels init makes in the sandbox's network
  * namespace (CRIU dumps a socket only from the dumped task's namespace) */
 enum { CB_SB_CHAN_EVENT = 0, CB_SB_CHAN_DEBUG = 1, CB_SB_CHANS = 2 };
+/* their ends are kept at fds from here on, clear of the fds 0-5 the runner's
+ * last steps arrange (a free fd 5 would otherwise pass for the debugger's) */
+#define CB_SB_CHAN_FD_MIN 10
 
 typedef struct {
     int type;               /* CB_SB_MSG_* */
