@@ -12,6 +12,7 @@
  */
 #include "isolate/idpool.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -32,6 +33,8 @@
 #define S_PARENT_MODE 0755 /* missing parents of it */
 #define S_LOCK_MODE   0600 /* lock files */
 #define S_RETRY_MAX   8    /* a lock file unlinked under us: tries of one id */
+#define S_SWEEP_MAX   64   /* lock files of killed holders removed by one release */
+#define S_ID_DIGITS   20   /* the longest name of a lock file (an unsigned long) */
 
 /* mkdir -p: parents S_PARENT_MODE, the last component S_DIR_MODE. */
 static int s_mkdirs(const char *dir) {
@@ -162,6 +165,37 @@ int cb_idpool_parse_range(const char *s, unsigned long *first, unsigned long *co
     return 0;
 }
 
+/* Lock files whose holder was killed (no release ran) stay behind.  A clean
+ * release removes up to S_SWEEP_MAX of them the way it removes its own:
+ * locked first (LOCK_NB: a live holder keeps its file), checked to be still
+ * linked, unlinked while locked.  An acquirer that opened such a file before
+ * the unlink finds it locked (busy) or, once it has the lock, unlinked, and
+ * tries again (s_try): no id is ever held twice. */
+static void s_sweep(int dir_fd) {
+    int dfd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+    if (d == NULL) {
+        if (dfd >= 0) close(dfd);
+        return;
+    }
+    rewinddir(d); /* the copy shares dir_fd's offset */
+    int removed = 0;
+    for (struct dirent *e; removed < S_SWEEP_MAX && (e = readdir(d)) != NULL;) {
+        size_t n = strlen(e->d_name);
+        if (n == 0 || n > S_ID_DIGITS || strspn(e->d_name, "0123456789") != n) continue;
+        int fd = openat(dir_fd, e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) continue;
+        struct stat a, b;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &a) == 0 && S_ISREG(a.st_mode) &&
+            fstatat(dir_fd, e->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino && unlinkat(dir_fd, e->d_name, 0) == 0)
+            removed++;
+        close(fd);
+    }
+    closedir(d);
+    if (removed > 0) LOG_D("%d lock files of killed sandboxes removed", removed);
+}
+
 void cb_idpool_release(cb_idlease_t *l) {
     int saved = errno;
     if (l->lock_fd >= 0) {
@@ -170,6 +204,7 @@ void cb_idpool_release(cb_idlease_t *l) {
             PLOG_D("unlinkat(%s)", l->name);
         close(l->lock_fd);
         l->lock_fd = -1;
+        if (l->dir_fd >= 0) s_sweep(l->dir_fd);
     }
     if (l->dir_fd >= 0) {
         close(l->dir_fd);

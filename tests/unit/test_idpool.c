@@ -2,6 +2,7 @@
  * back on release and when the holder is SIGKILLed, never shared with a
  * live holder (another process), lock directory checked. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +21,13 @@ static char why[512];
 
 /* A child that leases the only id of [FIRST+9, 1] and reports it on a pipe,
  * then waits (until killed). */
-static pid_t holder(const char *dir, int *readyfd) {
+static pid_t holder(const char *dir, unsigned long id, int *readyfd) {
     int p[2];
     if (pipe(p) < 0) abort();
     pid_t c = fork();
     if (c == 0) {
         cb_idlease_t l;
-        char ok = cb_idpool_acquire(dir, FIRST + 9, 1, &l, why, sizeof why) == 0 ? 'y' : 'n';
+        char ok = cb_idpool_acquire(dir, id, 1, &l, why, sizeof why) == 0 ? 'y' : 'n';
         (void) write(p[1], &ok, 1);
         pause();
         _exit(0);
@@ -74,7 +75,7 @@ int main(void) {
 
     /* another process holds the only id: we cannot have it */
     int rfd;
-    pid_t h = holder(dir, &rfd);
+    pid_t h = holder(dir, FIRST + 9, &rfd);
     char ok = 0;
     TAP_OK(read(rfd, &ok, 1) == 1 && ok == 'y', "a child holds the id");
     TAP_EQ_INT(cb_idpool_acquire(dir, FIRST + 9, 1, &a, why, sizeof why), -1,
@@ -89,6 +90,34 @@ int main(void) {
                "the id of a SIGKILLed holder is free again");
     TAP_EQ_INT(a.id, FIRST + 9, "same id");
     cb_idpool_release(&a);
+
+    /* a clean release sweeps the lock files of killed holders, never a live one's */
+    pid_t k1 = holder(dir, FIRST + 9, &rfd);
+    TAP_OK(read(rfd, &ok, 1) == 1 && ok == 'y', "a child holds an id");
+    close(rfd);
+    kill(k1, SIGKILL);
+    waitpid(k1, NULL, 0);
+    TAP_OK(access(lock, F_OK) == 0, "its lock file stays after a SIGKILL");
+    int live_fd;
+    pid_t live = holder(dir, FIRST + 10, &live_fd);
+    TAP_OK(read(live_fd, &ok, 1) == 1 && ok == 'y', "another child holds another id");
+    char live_lock[512], junk[512];
+    snprintf(live_lock, sizeof live_lock, "%s/%lu", dir, FIRST + 10);
+    snprintf(junk, sizeof junk, "%s/not-an-id", dir);
+    int jf = open(junk, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    close(jf);
+    TAP_EQ_INT(cb_idpool_acquire(dir, FIRST + 20, 1, &a, why, sizeof why), 0, "a lease");
+    cb_idpool_release(&a);
+    TAP_OK(access(lock, F_OK) != 0, "its release removed the killed holder's lock file");
+    TAP_OK(access(live_lock, F_OK) == 0, "... not the live holder's");
+    TAP_OK(access(junk, F_OK) == 0, "... nor a file that is no id's");
+    TAP_EQ_INT(cb_idpool_acquire(dir, FIRST + 10, 1, &a, why, sizeof why), -1,
+               "the live holder still has its id");
+    kill(live, SIGKILL);
+    waitpid(live, NULL, 0);
+    close(live_fd);
+    unlink(junk);
+    unlink(live_lock);
 
     /* the lock directory must be ours and not writable by others */
     chmod(dir, 0777);
