@@ -172,13 +172,8 @@ int cb_idpool_parse_range(const char *s, unsigned long *first, unsigned long *co
  * the unlink finds it locked (busy) or, once it has the lock, unlinked, and
  * tries again (s_try): no id is ever held twice. */
 static void s_sweep(int dir_fd) {
-    int dfd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-    DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
-    if (d == NULL) {
-        if (dfd >= 0) close(dfd);
-        return;
-    }
-    rewinddir(d); /* the copy shares dir_fd's offset */
+    DIR *d = cb_opendir_at(dir_fd);
+    if (d == NULL) return;
     int removed = 0;
     for (struct dirent *e; removed < S_SWEEP_MAX && (e = readdir(d)) != NULL;) {
         size_t n = strlen(e->d_name);

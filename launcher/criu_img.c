@@ -35,18 +35,12 @@ static ssize_t s_read_small(int dirfd, const char *name, uint8_t *buf, size_t ca
         cb_fmt_why(why, why_len, "%s: not a regular file of at most %zu bytes", name, cap);
         return -1;
     }
-    size_t got = 0;
-    while (got < (size_t) st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t) st.st_size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            cb_fmt_why(why, why_len, "%s: %s", name,
-                       r < 0 ? strerror(errno) : "shorter than it was");
-            return -1;
-        }
-        got += (size_t) r;
+    if (cb_read_all(fd, buf, (size_t) st.st_size) < 0) {
+        cb_fmt_why(why, why_len, "%s: %s", name,
+                   errno != 0 ? strerror(errno) : "shorter than it was");
+        return -1;
     }
-    return (ssize_t) got;
+    return (ssize_t) st.st_size;
 }
 
 static uint32_t s_word(const uint8_t *p) {
@@ -171,14 +165,11 @@ int cb_criu_img_join_userns(int dirfd, size_t *n_ids, char *why, size_t why_len)
     if (s_root_userns(dirfd, &root, why, why_len) < 0) return -1;
     char names[CB_CRIU_IMG_IDS_MAX][S_NAME_MAX];
     size_t n = 0;
-    int dfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-    DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+    DIR *d = cb_opendir_at(dirfd); /* an offset of its own: dirfd may have been walked */
     if (d == NULL) {
-        if (dfd >= 0) close(dfd);
         cb_fmt_why(why, why_len, "reading the image directory: %s", strerror(errno));
         return -1;
     }
-    rewinddir(d); /* the copy shares dirfd's offset, which an earlier walk left at the end */
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         if (!s_is_ids(e->d_name)) continue;
         if (n == CB_CRIU_IMG_IDS_MAX) {

@@ -157,7 +157,7 @@ try:
     open('/opt/cellblock/park/x', 'w').write('x'); r_park = 'written'
 except OSError as e: r_park = repr(e)
 try:
-    open('/home/user/ok', 'w').write('x'); r_home = 'written'
+    open(os.path.join(os.path.expanduser('~'), 'ok'), 'w').write('x'); r_home = 'written'
 except OSError as e: r_home = repr(e)
 st = {l.split(':')[0]: l.split(':')[1].strip() for l in open('/proc/self/status') if l.split(':')[0] in ('Uid','NoNewPrivs','Seccomp','CapEff','NSpid')}
 """
