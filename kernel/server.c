@@ -381,6 +381,20 @@ static void *s_heartbeat(void *arg) {
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
 
+/* ZMQ's monitor of iopub, read on the loop: how many subscribers there are. */
+static int s_monitor_iopub(cb_server_t *self) {
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://cellblock-iopub-mon-%p", (void *) self);
+    if (zmq_socket_monitor(zsock_resolve(self->sock[CB_CH_IOPUB]), ep,
+                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) < 0) {
+        LOG_E("zmq_socket_monitor(iopub): %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    self->iopub_mon = zsock_new_pair(NULL);
+    if (self->iopub_mon == NULL || zsock_connect(self->iopub_mon, "%s", ep) < 0) return -1;
+    return zloop_reader(self->loop, self->iopub_mon, s_on_iopub_event, self);
+}
+
 static int s_bind(cb_server_t *self, const cb_server_cfg_t *cfg) {
     static const int types[CB_CH_COUNT] = {ZMQ_ROUTER, ZMQ_PUB, ZMQ_ROUTER, ZMQ_ROUTER, ZMQ_REP};
     for (int ch = 0; ch < CB_CH_COUNT; ch++) {
@@ -395,34 +409,23 @@ static int s_bind(cb_server_t *self, const cb_server_cfg_t *cfg) {
             zsock_set_rcvtimeo(s, 0);
             zsock_set_router_handover(s, 1);
         }
+        self->sock[ch] = s; /* destroyed by the caller's clean-up from here on */
         if (ch == CB_CH_IOPUB) {
             /* per subscriber: a full queue drops that subscriber's messages only */
             zsock_set_sndhwm(s, CB_IOPUB_SUB_HWM);
+            /* watched before it is bound: a frontend that connected first
+             * (jupyter_client's do, retrying until the bind) is counted too;
+             * one missed made a slow reader beside it stall everyone's output */
+            if (s_monitor_iopub(self) < 0) return -1;
         }
         if (zsock_bind(s, "%s", cfg->endpoints[ch]) < 0) {
             LOG_E("cannot bind %s to %s: %s", cb_channel_name(ch), cfg->endpoints[ch],
                   zmq_strerror(zmq_errno()));
-            zsock_destroy(&s);
             return -1;
         }
-        self->sock[ch] = s;
         LOG_D("%s bound to %s", cb_channel_name(ch), cfg->endpoints[ch]);
     }
     return 0;
-}
-
-/* ZMQ's monitor of iopub, read on the loop: how many subscribers there are. */
-static int s_monitor_iopub(cb_server_t *self) {
-    char ep[64];
-    snprintf(ep, sizeof ep, "inproc://cellblock-iopub-mon-%p", (void *) self);
-    if (zmq_socket_monitor(zsock_resolve(self->sock[CB_CH_IOPUB]), ep,
-                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) < 0) {
-        LOG_E("zmq_socket_monitor(iopub): %s", zmq_strerror(zmq_errno()));
-        return -1;
-    }
-    self->iopub_mon = zsock_new_pair(NULL);
-    if (self->iopub_mon == NULL || zsock_connect(self->iopub_mon, "%s", ep) < 0) return -1;
-    return zloop_reader(self->loop, self->iopub_mon, s_on_iopub_event, self);
 }
 
 cb_server_t *cb_server_new(const cb_server_cfg_t *cfg, const cb_server_cbs_t *cbs, void *ud) {
@@ -457,8 +460,7 @@ cb_server_t *cb_server_new(const cb_server_cfg_t *cfg, const cb_server_cbs_t *cb
         goto fail;
     }
     self->hb_running = true;
-    if (s_monitor_iopub(self) < 0 ||
-        zloop_reader(self->loop, self->sock[CB_CH_CONTROL], s_on_socket, self) < 0 ||
+    if (zloop_reader(self->loop, self->sock[CB_CH_CONTROL], s_on_socket, self) < 0 ||
         zloop_reader(self->loop, self->sock[CB_CH_STDIN], s_on_socket, self) < 0)
         goto fail;
     if (self->sigfd >= 0) {
