@@ -34,6 +34,8 @@
 /* ---- inside the sandbox ---------------------------------------------------------- */
 #define CB_SNAP_PARK_DIR    "/opt/cellblock/park"             /* fifos the parked copies wait on */
 #define CB_SNAP_PARK_OPTS   "mode=0755,size=16k,nr_inodes=64" /* its tmpfs (namespaces tier) */
+#define CB_SNAP_CRIU_RUN      "/run" /* --pausable: CRIU's feature cache, mounted for a dump */
+#define CB_SNAP_CRIU_RUN_MODE 0700   /* ... its directory, empty, in the read-only root */
 #define CB_SNAP_AGENT_RUN   "/run/cellblock" /* the tiers' agent: a root-only tmpfs (gVisor) */
 #define CB_SNAP_AGENT_SOCK  CB_SNAP_AGENT_RUN "/agent.sock" /* ... where its commands come */
 #define CB_SNAP_AGENT_STORE CB_SNAP_AGENT_RUN "/store"      /* ... its checkpoints' files */

@@ -150,6 +150,11 @@ static int s_plan_mounts(cb_sandbox_t *sb, cb_mount_plan_t *p, bool tpl) {
     (void) snprintf(buf, sizeof buf, "%s,uid=%lu,gid=%lu", CB_SNAP_PARK_OPTS,
                     (unsigned long) sb->uid, (unsigned long) sb->gid);
     if (sb->tier == NULL && cb_mount_plan_tmpfs(p, CB_SNAP_PARK_DIR, buf) < 0) return -1;
+    /* --pausable: where the launcher mounts CRIU's feature cache for a dump
+     * (launcher/criu_dump.c: criu reads it from /run, else it probes by
+     * writing in /tmp, the code's); an empty directory of the read-only root */
+    if (o->pausable && !tpl && cb_mount_plan_dir(p, CB_SNAP_CRIU_RUN, CB_SNAP_CRIU_RUN_MODE) < 0)
+        return -1;
     if (o->workdir_source != NULL && !tpl) { /* issue 11: the notebook folder, read-only below */
         if (s_plan_workdir_source(sb, buf, sizeof buf) < 0) return -1;
     } else {

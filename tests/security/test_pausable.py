@@ -19,16 +19,18 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 import shlex
 
 import pytest
 
-from .conftest import KERNELS, MUST_WORK, Kernel, _check_available, tier, verdict
+from .conftest import BUILD, KERNELS, MUST_WORK, Kernel, _check_available, tier, verdict
 from .test_escape import PROBES
 from .test_snapshots import CHECK, OUTSIDE, _descendants, ctl, host_view
 
 ID_DIR = "/run/cellblock/uids"  # isolate/sandbox_limits.h CB_SANDBOX_ID_DIR
+KDAT = "/run/criu.kdat"  # criu check writes it: criu's feature cache
 SBIN = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -82,6 +84,33 @@ def test_every_layer_holds_in_a_pausable_sandbox(any_pausable):
     assert ctl(k, "cellblock_rollback_request", name="c")["status"] == "ok"
     assert k.run("print(x)")[0] == "saved\n"
     _probe_all(k, "after a rollback in a pausable sandbox")
+
+
+RUN_PROBE = """
+import os
+print(len(os.listdir('/run')))
+name = '/run/cb-pausable-probe-%d' % os.getpid()
+try:
+    os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    os.unlink(name)   # the control, root on the host, made it: taken away at once
+    print('ESCAPED: made a file in /run')
+except OSError as e:
+    print('closed', e.errno)
+"""
+
+
+def test_the_dumps_feature_cache_place_is_empty_and_read_only_to_the_code(any_pausable):
+    """A pausable sandbox's /run is where the launcher mounts CRIU's feature
+    cache for a dump: an empty directory of the sandbox's read-only root, in
+    which the code can make nothing (a cache it forged would steer a root
+    criu; the launcher's tmpfs over it is 0700 guest root's).  The stock
+    kernel is the control: its /run is the host's, and it is root there."""
+    k = any_pausable
+    out, err = k.run(RUN_PROBE)
+    assert err is None, err
+    verdict(k, "ESCAPED" in out, "/run in a pausable sandbox: %s" % out)
+    if not k.control:
+        assert out.split() == ["0", "closed", "30"], out  # empty; EROFS
 
 
 def _maps(pid, which):
@@ -215,7 +244,7 @@ def _criu():
     return criu
 
 
-def _dump(criu, k, where):
+def _dump(criu, k, where, pausable):
     """criu dump --leave-running of the runner, run as root in the sandbox's
     mount, pid and network namespaces (so none of them is in the image: a
     restore makes them as the launcher does), its sockets' peers declared
@@ -234,17 +263,27 @@ def _dump(criu, k, where):
         if m:
             ext += ["--external", "unix[%s]" % m.group(1)]
     dfd = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
+    kdat = os.open(KDAT, os.O_RDONLY)
     try:
-        # criu probes features by writing in /tmp: a tmpfs of its own over the
-        # sandbox's for the dump, taken away afterwards (a build keeps a
-        # feature cache instead: docs/SNAPSHOTS.md)
-        cmd = ("mount -t tmpfs criu /tmp && { %s dump -t %s -D /proc/self/fd/%d -o dump.log "
-               "--leave-running %s; rc=$?; umount /tmp; exit $rc; }"
-               % (criu, vpid, dfd, " ".join("'%s'" % a for a in ext)))
+        dump = ("%s dump -t %s -D /proc/self/fd/%d -o dump.log --leave-running %s"
+                % (criu, vpid, dfd, " ".join("'%s'" % a for a in ext)))
+        if pausable:
+            # criu reads its feature cache from /run (else it probes by writing
+            # in /tmp, the code's): a pausable sandbox has an empty /run of its
+            # root's, where a tmpfs of guest root's holds it for the dump
+            cmd = ("mount -t tmpfs -o mode=0700,size=1m criu /run && "
+                   "cat /proc/self/fd/%d > /run/criu.kdat && { %s; rc=$?; umount /run; exit $rc; }"
+                   % (kdat, dump))
+        else:
+            # an ordinary sandbox has no /run: criu probes in a tmpfs of its own
+            # over the sandbox's /tmp, taken away afterwards (the runner is idle)
+            cmd = "mount -t tmpfs criu /tmp && { %s; rc=$?; umount /tmp; exit $rc; }" % dump
         p = subprocess.run(["nsenter", "-t", str(init), "--mount", "--pid", "--net", "--", "sh", "-c",
-                            cmd], pass_fds=(dfd,), capture_output=True, text=True, timeout=600)
+                            cmd], pass_fds=(dfd, kdat), capture_output=True, text=True,
+                           timeout=600)
     finally:
         os.close(dfd)
+        os.close(kdat)
     log = open(os.path.join(where, "dump.log"), errors="replace").read() \
         if os.path.exists(os.path.join(where, "dump.log")) else p.stdout + p.stderr
     return p.returncode, log, vpid
@@ -260,7 +299,7 @@ def test_criu_dumps_the_runner_of_a_pausable_sandbox_only():
         where = tempfile.mkdtemp(prefix="cb-criu-", dir="/var/tmp")
         try:
             k.run("x = 41\nimport math")
-            rc, log, vpid = _dump(criu, k, where)
+            rc, log, vpid = _dump(criu, k, where, pausable)
             if pausable:
                 assert rc == 0, "criu dump failed:\n" + log[-4000:]
                 assert os.path.exists(os.path.join(where, "core-%s.img" % vpid)), \
@@ -276,3 +315,63 @@ def test_criu_dumps_the_runner_of_a_pausable_sandbox_only():
         finally:
             k.shutdown()
             shutil.rmtree(where, ignore_errors=True)
+
+
+def _parked_copy(k, timeout=60):
+    """(init, copy): host pids of the sandbox's init and of the process that
+    holds a park fifo open (a parked checkpoint), once there is one."""
+    runner = _runner_host_pid(k)
+    init = int(re.search(r"^PPid:\s+(\d+)", open("/proc/%d/status" % runner).read(),
+                         re.M).group(1))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in _descendants(init):
+            try:
+                links = [os.readlink("/proc/%d/fd/%s" % (p, fd))
+                         for fd in os.listdir("/proc/%d/fd" % p)]
+            except OSError:
+                continue
+            if p != runner and any(l.startswith("/opt/cellblock/park/") for l in links):
+                return init, p
+        time.sleep(0.2)
+    raise AssertionError("no parked copy appeared")
+
+
+@pytest.mark.timeout(900)
+def test_the_launchers_dump_of_a_parked_copy_leaves_the_session_as_it_was():
+    """The launcher's dump (launcher/criu_dump.c, run by its unit test's live
+    mode) of a checkpoint's parked copy: criu in every namespace of the
+    sandbox but the user one, its feature cache on a tmpfs of its own over
+    the sandbox's empty /run, never over the code's /tmp.  The image holds
+    the copy; the session goes on with its /tmp and an empty /run, the
+    checkpoint still rolls back, and every layer holds."""
+    _check_available("cellblock")
+    _needs_root()
+    _criu()
+    driver = os.path.join(BUILD, "tests", "test_criu_dump")
+    assert os.access(driver, os.X_OK), "%s is not built (make unit)" % driver
+    k = Kernel("cellblock", ["--pausable"])
+    where = tempfile.mkdtemp(prefix="cb-criu-", dir="/var/tmp")
+    try:
+        k.run("x = 41\nopen('/tmp/mine', 'w').write('kept')")
+        assert ctl(k, "cellblock_checkpoint_request", name="c")["status"] == "ok"
+        init, copy = _parked_copy(k)
+        vpid = re.search(r"^NSpid:.*\s(\d+)$", open("/proc/%d/status" % copy).read(),
+                         re.M).group(1)
+        p = subprocess.run([driver], env={"CB_CRIU_DUMP_LIVE": "%d %d %s" % (init, copy, where)},
+                           capture_output=True, text=True, timeout=700)
+        log = open(os.path.join(where, "dump.log"), errors="replace").read() \
+            if os.path.exists(os.path.join(where, "dump.log")) else ""
+        assert p.returncode == 0 and "not ok" not in p.stdout, \
+            "the launcher's dump failed:\n%s%s\n%s" % (p.stdout, p.stderr, log[-3000:])
+        assert os.path.exists(os.path.join(where, "core-%s.img" % vpid)), os.listdir(where)
+        assert glob.glob(os.path.join(where, "pages-*.img")), os.listdir(where)
+        out, err = k.run("import os\nprint(open('/tmp/mine').read(), os.listdir('/run'), x)")
+        assert (out, err) == ("kept [] 41\n", None), (out, err)
+        k.run("x = 0")
+        assert ctl(k, "cellblock_rollback_request", name="c")["status"] == "ok"
+        assert k.run("print(x)")[0] == "41\n"
+        _probe_all(k, "after the launcher dumped a parked copy")
+    finally:
+        k.shutdown()
+        shutil.rmtree(where, ignore_errors=True)
