@@ -186,7 +186,7 @@ check-layers: $(KERNEL_A)
 frontend-deps:
 	@sh tests/frontends/setup.sh
 
-pytest: all frontend-deps guest-image | $(DEPS_TEST)
+pytest: all frontend-deps guest-image $(BUILD)/tests/test_criu_dump | $(DEPS_TEST)
 	@test -n "$(TEST_PYTHON)" || { echo "no Python with jupyter_client found; run: sh scripts/deps.sh core test"; exit 1; }
 	CELLBLOCK_BUILD=$(abspath $(BUILD)) \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -332,7 +332,7 @@ GUEST_DIR := $(BUILD)/guest
 guest-image: $(DEPS_OK) $(BUILD)/.deps-tiers-ok $(BUILD)/.deps-guest-ok
 	@sh scripts/guestimage.sh $(GUEST_DIR) guest/initrd-init
 
-test-guest: all guest-image
+test-guest: all guest-image $(BUILD)/tests/test_criu_dump
 	CELLBLOCK_BUILD=$(abspath $(BUILD)) CB_GUEST_FULL=1 \
 	$(TEST_PYTHON) -m pytest -q -p no:cacheprovider tests/guest $(PYTEST_ARGS)
 

@@ -1,0 +1,352 @@
+/*
+ * criu_dump.c - the launcher's dump of a --pausable sandbox's parked copy
+ * with CRIU (see criu_dump.h).
+ */
+#include "launcher/criu_dump.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "isolate/util.h"
+
+#define S_STATUS_MAX   8192 /* bytes of /proc/PID/status read */
+#define S_LINK_MAX     64   /* bytes of an fd's link we look at ("socket:[N]") */
+#define S_WAIT_STEP_MS 5    /* how often a bounded wait looks */
+#define S_RUN          "/run"
+#define S_NULL         "/dev/null"
+#define S_WHY_MAX      256 /* bytes of the helper's reason */
+
+static const char *const s_criu_paths[] = {"/usr/sbin/criu", "/sbin/criu", NULL};
+
+/* the namespaces criu runs in, in the order it joins them: the mount
+ * namespace last (the paths after it are the sandbox's), never the user one */
+static const struct {
+    const char *name;
+    int type;
+} s_ns[] = {{"ipc", CLONE_NEWIPC},       {"uts", CLONE_NEWUTS}, {"net", CLONE_NEWNET},
+            {"cgroup", CLONE_NEWCGROUP}, {"pid", CLONE_NEWPID}, {"mnt", CLONE_NEWNS}};
+#define S_N_NS   (sizeof s_ns / sizeof s_ns[0])
+#define S_NS_PID 4 /* s_ns[S_NS_PID] is the pid namespace */
+
+const char *cb_criu_path(void) {
+    for (size_t i = 0; s_criu_paths[i] != NULL; i++)
+        if (access(s_criu_paths[i], X_OK) == 0) return s_criu_paths[i];
+    return NULL;
+}
+
+/* ---- the target ----------------------------------------------------------------------- */
+
+/* The last number of /proc/PID/status's NSpid line: the pid in its own namespace. */
+static pid_t s_vpid(pid_t pid, char *why, size_t why_len) {
+    char path[64], buf[S_STATUS_MAX];
+    (void) snprintf(path, sizeof path, "/proc/%ld/status", (long) pid);
+    cb_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (n <= 0) {
+        cb_fmt_why(why, why_len, "process %ld: %s", (long) pid,
+                   n < 0 ? strerror(errno) : "empty status");
+        return -1;
+    }
+    buf[n] = '\0';
+    char *line = strstr(buf, "\nNSpid:");
+    char *end = line ? strchr(line + 1, '\n') : NULL;
+    if (line == NULL || end == NULL) {
+        cb_fmt_why(why, why_len, "process %ld: no NSpid in its status", (long) pid);
+        return -1;
+    }
+    *end = '\0';
+    char *last = strrchr(line, '\t');
+    char *sp = strrchr(line, ' ');
+    if (sp != NULL && (last == NULL || sp > last)) last = sp;
+    long v = last ? strtol(last + 1, &end, 10) : 0;
+    if (last == NULL || *end != '\0' || v <= 0) {
+        cb_fmt_why(why, why_len, "process %ld: unreadable NSpid", (long) pid);
+        return -1;
+    }
+    return (pid_t) v;
+}
+
+int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_len) {
+    memset(t, 0, sizeof *t);
+    if ((t->vpid = s_vpid(host_pid, why, why_len)) < 0) return -1;
+    char path[64];
+    (void) snprintf(path, sizeof path, "/proc/%ld/fd", (long) host_pid);
+    cb_autofd int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd < 0 ? NULL : cb_opendir_at(dfd);
+    if (d == NULL) {
+        cb_fmt_why(why, why_len, "process %ld's descriptors: %s", (long) host_pid, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        char link[S_LINK_MAX];
+        ssize_t n = readlinkat(dfd, e->d_name, link, sizeof link - 1);
+        if (n <= 0) continue;
+        link[n] = '\0';
+        unsigned long ino;
+        char tail;
+        if (sscanf(link, "socket:[%lu%c", &ino, &tail) != 2 || tail != ']') continue;
+        if (t->n_ext == CB_CRIU_EXT_MAX) {
+            cb_fmt_why(why, why_len, "process %ld holds more than %d sockets", (long) host_pid,
+                       CB_CRIU_EXT_MAX);
+            rc = -1;
+        } else {
+            t->ext_ino[t->n_ext++] = ino;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+int cb_criu_dump_argv(const cb_criu_target_t *t, int dirfd, char *buf, size_t buf_len, char **argv,
+                      size_t argv_max) {
+    const char *criu = cb_criu_path();
+    size_t used = 0, n = 0;
+    /* one word into buf; -1 when it or the word count does not fit */
+#define S_WORD_(...)                                                                               \
+    do {                                                                                           \
+        int w_ = snprintf(buf + used, buf_len - used, __VA_ARGS__);                                \
+        if (w_ < 0 || (size_t) w_ >= buf_len - used || n + 2 > argv_max) return -1;                \
+        argv[n++] = buf + used;                                                                    \
+        used += (size_t) w_ + 1;                                                                   \
+    } while (0)
+    if (buf_len == 0) return -1;
+    S_WORD_("%s", criu ? criu : s_criu_paths[0]);
+    S_WORD_("dump");
+    S_WORD_("-t");
+    S_WORD_("%ld", (long) t->vpid);
+    S_WORD_("-D");
+    S_WORD_("/proc/self/fd/%d", dirfd);
+    S_WORD_("-o");
+    S_WORD_("%s", CB_CRIU_LOG);
+    S_WORD_("--leave-running");
+    for (size_t i = 0; i < t->n_ext; i++) {
+        S_WORD_("--external");
+        S_WORD_("unix[%lu]", t->ext_ino[i]);
+    }
+#undef S_WORD_
+    argv[n] = NULL;
+    return 0;
+}
+
+/* ---- running criu ---------------------------------------------------------------------- */
+
+/* waitpid with a deadline; the child is killed at it.  The wait status, -1 on timeout. */
+static int s_wait(pid_t pid, int timeout_ms, int *st) {
+    for (int waited = 0;; waited += S_WAIT_STEP_MS) {
+        pid_t r = waitpid(pid, st, WNOHANG);
+        if (r == pid) return 0;
+        if (r < 0 && errno != EINTR) return -1;
+        if (waited >= timeout_ms) {
+            (void) kill(pid, SIGKILL);
+            (void) waitpid(pid, st, 0);
+            return -1;
+        }
+        struct timespec ts = {0, S_WAIT_STEP_MS * 1000000L};
+        (void) nanosleep(&ts, NULL);
+    }
+}
+
+static char *const s_env[] = {(char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+
+int cb_criu_kdat(char *why, size_t why_len) {
+    int fd = open(CB_CRIU_KDAT, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT) { /* criu check makes it */
+        const char *criu = cb_criu_path();
+        if (criu == NULL) {
+            cb_fmt_why(why, why_len, "criu is not installed (apt-get install criu)");
+            return -1;
+        }
+        pid_t c = fork();
+        if (c == 0) {
+            int null = open(S_NULL, O_RDWR | O_CLOEXEC);
+            if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(127);
+            char *argv[] = {(char *) criu, (char *) "check", NULL};
+            execve(criu, argv, s_env);
+            _exit(127);
+        }
+        int st = 0;
+        if (c < 0 || s_wait(c, CB_CRIU_TIMEOUT_MS, &st) < 0 || !WIFEXITED(st) ||
+            WEXITSTATUS(st) != 0) {
+            cb_fmt_why(why, why_len,
+                       "criu check failed on this kernel (Debian 12's criu 3.17 runs on "
+                       "kernels before 6.13, criu#2532): run `criu check` for the reason");
+            return -1;
+        }
+        fd = open(CB_CRIU_KDAT, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    }
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        (size_t) st.st_size > CB_CRIU_KDAT_MAX) {
+        cb_fmt_why(why, why_len, "criu's feature cache %s: %s", CB_CRIU_KDAT,
+                   fd < 0 ? strerror(errno) : "not a regular file of a plausible size");
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The helper, in the sandbox's namespaces: the cache over /run, criu, the
+ * cache taken away.  Writes why it could not on rep; exits with criu's
+ * status (or 1). */
+__attribute__((noreturn)) static void s_helper(const int *ns, int kdat, int criu_fd, int dirfd,
+                                               int null, char *const *argv, int rep) {
+    char why[S_WHY_MAX];
+    for (size_t i = 0; i < S_N_NS; i++)
+        if (setns(ns[i], s_ns[i].type) < 0) {
+            cb_fmt_why(why, sizeof why, "joining the sandbox's %s namespace: %s", s_ns[i].name,
+                       strerror(errno));
+            goto fail;
+        }
+    if (chdir("/") < 0 ||
+        mount("criu", S_RUN, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, CB_CRIU_RUN_OPTS) < 0) {
+        cb_fmt_why(why, sizeof why,
+                   "mounting criu's tmpfs over the sandbox's %s: %s "
+                   "(is it a --pausable sandbox?)",
+                   S_RUN, strerror(errno));
+        goto fail;
+    }
+    static char cache[CB_CRIU_KDAT_MAX];
+    ssize_t n = pread(kdat, cache, sizeof cache, 0);
+    int out = open(CB_CRIU_KDAT, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (n <= 0 || out < 0 || cb_write_all(out, cache, (size_t) n) < 0) {
+        cb_fmt_why(why, sizeof why, "copying criu's feature cache: %s", strerror(errno));
+        (void) umount2(S_RUN, MNT_DETACH);
+        goto fail;
+    }
+    close(out);
+    pid_t c = fork();
+    if (c == 0) { /* in the sandbox's pid namespace */
+        if (fcntl(dirfd, F_SETFD, 0) < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
+            dup2(null, 2) < 0)
+            _exit(127);
+        fexecve(criu_fd, argv, s_env);
+        _exit(127);
+    }
+    int st = 0;
+    int timed_out = c < 0 ? 0 : s_wait(c, CB_CRIU_TIMEOUT_MS, &st);
+    (void) umount2(S_RUN, MNT_DETACH);
+    if (c < 0 || timed_out < 0) {
+        cb_fmt_why(why, sizeof why, "%s", c < 0 ? "fork failed" : "criu dump took too long");
+        goto fail;
+    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+        cb_fmt_why(why, sizeof why, "criu could not be executed");
+        goto fail;
+    }
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+fail:
+    (void) cb_write_all(rep, why, strlen(why));
+    _exit(1);
+}
+
+/* criu's first error in its log in dirfd, or a note that there is none */
+static void s_log_why(int dirfd, int code, char *why, size_t why_len) {
+    static char log[CB_CRIU_WHY_LINES * 16];
+    cb_autofd int fd = openat(dirfd, CB_CRIU_LOG, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, log, sizeof log - 1);
+    char *err = NULL;
+    if (n > 0) {
+        log[n] = '\0';
+        err = strstr(log, "Error (");
+    }
+    if (err == NULL) {
+        cb_fmt_why(why, why_len, "criu dump failed (exit %d, no error in its log)", code);
+        return;
+    }
+    size_t len = strcspn(err, "\n");
+    cb_fmt_why(why, why_len, "criu dump failed: %.*s", (int) len, err);
+}
+
+int cb_criu_dump(pid_t init, pid_t copy, int dirfd, char *why, size_t why_len) {
+    why[0] = '\0';
+    int ns[S_N_NS];
+    for (size_t i = 0; i < S_N_NS; i++)
+        ns[i] = -1;
+    int kdat = -1, criu_fd = -1, null = -1, rep[2] = {-1, -1}, rc = -1;
+    cb_criu_target_t t;
+    static char buf[CB_CRIU_ARG_BYTES];
+    char *argv[CB_CRIU_ARGV_MAX + 1];
+    const char *criu = cb_criu_path();
+    if (criu == NULL) {
+        cb_fmt_why(why, why_len, "criu is not installed (apt-get install criu)");
+        return -1;
+    }
+    if (cb_criu_target(copy, &t, why, why_len) < 0) return -1;
+    if (cb_criu_dump_argv(&t, dirfd, buf, sizeof buf, argv, CB_CRIU_ARGV_MAX + 1) < 0) {
+        cb_fmt_why(why, why_len, "criu's command line does not fit");
+        return -1;
+    }
+    if ((kdat = cb_criu_kdat(why, why_len)) < 0) return -1;
+    for (size_t i = 0; i < S_N_NS; i++) {
+        char path[64];
+        (void) snprintf(path, sizeof path, "/proc/%ld/ns/%s", (long) init, s_ns[i].name);
+        if ((ns[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+            cb_fmt_why(why, why_len, "the sandbox's %s namespace: %s", s_ns[i].name,
+                       strerror(errno));
+            goto out;
+        }
+    }
+    /* the copy must be of that sandbox: its pid namespace is init's */
+    char cpath[64];
+    struct stat want, have;
+    (void) snprintf(cpath, sizeof cpath, "/proc/%ld/ns/pid", (long) copy);
+    if (fstat(ns[S_NS_PID], &want) < 0 || stat(cpath, &have) < 0 || want.st_ino != have.st_ino ||
+        want.st_dev != have.st_dev) {
+        cb_fmt_why(why, why_len, "process %ld is not in the sandbox's pid namespace", (long) copy);
+        goto out;
+    }
+    if ((criu_fd = open(criu, O_RDONLY | O_CLOEXEC)) < 0 ||
+        (null = open(S_NULL, O_RDWR | O_CLOEXEC)) < 0 || pipe2(rep, O_CLOEXEC) < 0) {
+        cb_fmt_why(why, why_len, "preparing criu: %s", strerror(errno));
+        goto out;
+    }
+    pid_t h = fork();
+    if (h == 0) {
+        close(rep[0]);
+        s_helper(ns, kdat, criu_fd, dirfd, null, argv, rep[1]);
+    }
+    close(rep[1]);
+    rep[1] = -1;
+    if (h < 0) {
+        cb_fmt_why(why, why_len, "fork: %s", strerror(errno));
+        goto out;
+    }
+    char said[S_WHY_MAX] = ""; /* the helper's reason, up to its end of the pipe */
+    size_t got = 0;
+    for (ssize_t r;
+         got < sizeof said - 1 &&
+         ((r = read(rep[0], said + got, sizeof said - 1 - got)) > 0 || (r < 0 && errno == EINTR));)
+        if (r > 0) got += (size_t) r;
+    said[got] = '\0';
+    int st = 0;
+    if (s_wait(h, CB_CRIU_TIMEOUT_MS + 1000, &st) < 0) {
+        cb_fmt_why(why, why_len, "criu dump took too long");
+    } else if (said[0] != '\0') {
+        cb_fmt_why(why, why_len, "%s", said);
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        s_log_why(dirfd, WIFEXITED(st) ? WEXITSTATUS(st) : -1, why, why_len);
+    } else {
+        rc = 0;
+    }
+out:
+    for (size_t i = 0; i < S_N_NS; i++)
+        if (ns[i] >= 0) close(ns[i]);
+    int fds[] = {kdat, criu_fd, null, rep[0], rep[1]};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    return rc;
+}

@@ -1,0 +1,67 @@
+/*
+ * criu_dump.h - the launcher's dump of a --pausable sandbox's parked copy
+ * with CRIU (docs/SNAPSHOTS.md "Not done": the parked-copy route).
+ *
+ * The copy is a checkpoint in place: a fork of the runner, init's child,
+ * stopped reading its park fifo.  criu runs as root in every namespace of
+ * the sandbox but its user namespace (so the image holds that user
+ * namespace and nothing else of the sandbox: a restore makes the others as
+ * the launcher makes any sandbox's), with the copy's sockets declared
+ * external (their peers are the kernel's and the launcher's) and the copy
+ * left where it is (--leave-running: the checkpoint stays usable in place).
+ *
+ * criu probes the kernel's features at start, by writing in /tmp, unless
+ * it finds its feature cache in /run (criu.kdat, which `criu check`
+ * writes).  The sandbox's /tmp is the code's, so the launcher makes the
+ * cache in its own /run, and for the dump mounts a tmpfs of its own (0700,
+ * of the initial user namespace's root) over the sandbox's empty /run (a
+ * directory of the read-only root, --pausable only), copies the cache into
+ * it and takes it away afterwards.  criu is executed from a descriptor
+ * opened in the launcher's mount namespace, with a fixed environment.
+ */
+#ifndef CB_CRIU_DUMP_H
+#define CB_CRIU_DUMP_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define CB_CRIU_EXT_MAX    16                         /* sockets of the copy declared external */
+#define CB_CRIU_ARGV_MAX   (12 + 2 * CB_CRIU_EXT_MAX) /* words of criu's command line */
+#define CB_CRIU_ARG_BYTES  1024                       /* bytes of those words together */
+#define CB_CRIU_KDAT       "/run/criu.kdat" /* criu's feature cache (criu check writes it) */
+#define CB_CRIU_KDAT_MAX   (64u << 10)      /* bytes of it we copy */
+#define CB_CRIU_RUN_OPTS   "mode=0700,size=1m,nr_inodes=16" /* the tmpfs over the sandbox's /run */
+#define CB_CRIU_TIMEOUT_MS 600000     /* a dump or a check longer than this is killed */
+#define CB_CRIU_LOG        "dump.log" /* criu's log, in the image directory */
+#define CB_CRIU_WHY_LINES  4096       /* bytes of criu's log searched for its error */
+
+/* What the dump of one process needs, read from the host's /proc. */
+typedef struct {
+    pid_t vpid;                             /* its pid in the sandbox's pid namespace */
+    size_t n_ext;                           /* its sockets */
+    unsigned long ext_ino[CB_CRIU_EXT_MAX]; /* ... their inodes */
+} cb_criu_target_t;
+
+/* criu's path on this host (Debian's), NULL when it is not installed. */
+const char *cb_criu_path(void);
+
+/* The process host_pid as criu must name it.  0 ok, -1 with why. */
+int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_len);
+
+/* criu's command line for a dump of t into the directory at descriptor
+ * dirfd (named /proc/self/fd/N, as criu sees it in the sandbox's /proc):
+ * argv (NULL-terminated, at most CB_CRIU_ARGV_MAX words) points into buf.
+ * 0 ok, -1 when it does not fit. */
+int cb_criu_dump_argv(const cb_criu_target_t *t, int dirfd, char *buf, size_t buf_len, char **argv,
+                      size_t argv_max);
+
+/* An open descriptor of criu's feature cache, made by `criu check` in the
+ * launcher's namespaces first when there is none.  -1 with why. */
+int cb_criu_kdat(char *why, size_t why_len);
+
+/* Dumps the process copy (a host pid) of the sandbox whose init is init (a
+ * host pid) into dirfd, from every namespace of the sandbox but its user
+ * namespace.  Root only.  0 ok; -1 with why (criu's first error). */
+int cb_criu_dump(pid_t init, pid_t copy, int dirfd, char *why, size_t why_len);
+
+#endif

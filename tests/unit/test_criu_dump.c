@@ -1,0 +1,177 @@
+/*
+ * test_criu_dump.c - the launcher's dump of a parked copy with CRIU
+ * (launcher/criu_dump.c): what it reads of the process from /proc (its pid
+ * in its namespace, its sockets by inode, bounded), criu's command line
+ * (bounded, in order), and refusals that name their cause.
+ *
+ * The dump itself runs where Debian's criu works: in the test guest,
+ * tests/security/test_pausable.py runs this program with CB_CRIU_DUMP_LIVE
+ * set to "INIT COPY DIR" (host pids of a --pausable sandbox's init and of a
+ * parked copy, and an image directory), and it dumps that copy for real.
+ */
+#include "launcher/criu_dump.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A child holding n socketpair ends (its fds 3..) and nothing else but
+ * /dev/null; ino[] gets their inodes.  It waits for a byte on its fd 0's
+ * pipe... or simply pauses until killed. */
+static pid_t s_holder(size_t n, unsigned long *ino) {
+    int ends[64][2];
+    if (n > 64) abort();
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends[i]) < 0 ||
+            fstat(ends[i][0], &st) < 0)
+            abort();
+        ino[i] = (unsigned long) st.st_ino;
+    }
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) < 0) abort();
+    pid_t c = fork();
+    if (c == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(1);
+        /* the ends at 3.. (fds above every end first, then down) */
+        int hi = 200;
+        for (size_t i = 0; i < n; i++)
+            if (dup2(ends[i][0], hi + (int) i) < 0) _exit(1);
+        int gw = dup2(go[1], hi + 64);
+        for (int fd = 3; fd < hi; fd++)
+            (void) close(fd);
+        for (size_t i = 0; i < n; i++)
+            if (dup2(hi + (int) i, 3 + (int) i) < 0) _exit(1);
+        for (size_t i = 0; i < n; i++)
+            (void) close(hi + (int) i);
+        if (write(gw, "r", 1) != 1) _exit(1);
+        close(gw);
+        for (;;)
+            pause();
+    }
+    close(go[1]);
+    char b;
+    if (c < 0 || read(go[0], &b, 1) != 1) abort();
+    close(go[0]);
+    for (size_t i = 0; i < n; i++) {
+        close(ends[i][0]);
+        close(ends[i][1]);
+    }
+    return c;
+}
+
+static void s_end(pid_t c) {
+    (void) kill(c, SIGKILL);
+    (void) waitpid(c, NULL, 0);
+}
+
+static bool s_has(const cb_criu_target_t *t, unsigned long ino) {
+    for (size_t i = 0; i < t->n_ext; i++)
+        if (t->ext_ino[i] == ino) return true;
+    return false;
+}
+
+static void test_target(void) {
+    unsigned long ino[2];
+    pid_t c = s_holder(2, ino);
+    cb_criu_target_t t;
+    char why[256] = "";
+    TAP_EQ_INT(cb_criu_target(c, &t, why, sizeof why), 0, "a process's target is read");
+    TAP_EQ_INT(t.vpid, c, "its pid in its own namespace (ours here)");
+    TAP_EQ_INT(t.n_ext, 2, "its two sockets, nothing else it holds");
+    TAP_OK(s_has(&t, ino[0]) && s_has(&t, ino[1]), "named by their inodes");
+    s_end(c);
+}
+
+static void test_too_many_sockets(void) {
+    unsigned long ino[CB_CRIU_EXT_MAX + 1];
+    pid_t c = s_holder(CB_CRIU_EXT_MAX + 1, ino);
+    cb_criu_target_t t;
+    char why[256] = "";
+    TAP_EQ_INT(cb_criu_target(c, &t, why, sizeof why), -1, "more sockets than the bound: refused");
+    TAP_OK(strstr(why, "more than") != NULL, "it says why: %s", why);
+    s_end(c);
+}
+
+static void test_gone(void) {
+    pid_t c = fork();
+    if (c == 0) _exit(0);
+    (void) waitpid(c, NULL, 0);
+    cb_criu_target_t t;
+    char why[256] = "", want[32];
+    TAP_EQ_INT(cb_criu_target(c, &t, why, sizeof why), -1, "a process that is gone: refused");
+    (void) snprintf(want, sizeof want, "process %ld", (long) c);
+    TAP_OK(strstr(why, want) != NULL, "naming it: %s", why);
+}
+
+static void test_argv(void) {
+    cb_criu_target_t t = {.vpid = 7, .n_ext = 2, .ext_ino = {1234, 99}};
+    char buf[CB_CRIU_ARG_BYTES], *argv[CB_CRIU_ARGV_MAX + 1];
+    TAP_EQ_INT(cb_criu_dump_argv(&t, 9, buf, sizeof buf, argv, CB_CRIU_ARGV_MAX + 1), 0,
+               "criu's command line is built");
+    static const char *const want[] = {"dump",
+                                       "-t",
+                                       "7",
+                                       "-D",
+                                       "/proc/self/fd/9",
+                                       "-o",
+                                       CB_CRIU_LOG,
+                                       "--leave-running",
+                                       "--external",
+                                       "unix[1234]",
+                                       "--external",
+                                       "unix[99]",
+                                       NULL};
+    bool same = strstr(argv[0], "criu") != NULL;
+    size_t i = 0;
+    for (; want[i] != NULL; i++)
+        same = same && argv[i + 1] && strcmp(argv[i + 1], want[i]) == 0;
+    TAP_OK(same && argv[i + 1] == NULL, "criu dump -t VPID -D the directory's fd, left running, "
+                                        "each socket external, in that order");
+    TAP_EQ_INT(cb_criu_dump_argv(&t, 9, buf, 20, argv, CB_CRIU_ARGV_MAX + 1), -1,
+               "a buffer too small: refused, never cut");
+    TAP_EQ_INT(cb_criu_dump_argv(&t, 9, buf, sizeof buf, argv, 5), -1, "too few words: refused");
+    cb_criu_target_t full = {.vpid = 2147483, .n_ext = CB_CRIU_EXT_MAX};
+    for (size_t k = 0; k < CB_CRIU_EXT_MAX; k++)
+        full.ext_ino[k] = 18446744073709551615ul;
+    TAP_EQ_INT(cb_criu_dump_argv(&full, 1023, buf, sizeof buf, argv, CB_CRIU_ARGV_MAX + 1), 0,
+               "the largest target fits the named bounds");
+}
+
+/* the guest's half: a real dump of a parked copy */
+static int s_live(const char *spec) {
+    long init, copy;
+    char dir[512];
+    if (sscanf(spec, "%ld %ld %511s", &init, &copy, dir) != 3) {
+        printf("Bail out! CB_CRIU_DUMP_LIVE is \"INIT COPY DIR\"\n");
+        return 1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char why[512] = "";
+    int rc = dfd < 0 ? -1 : cb_criu_dump((pid_t) init, (pid_t) copy, dfd, why, sizeof why);
+    TAP_EQ_INT(rc, 0, "criu dumped the parked copy");
+    if (rc != 0) printf("# why: %s\n", why[0] ? why : strerror(errno));
+    printf("1..%d\n", tap_n);
+    return tap_failed != 0;
+}
+
+int main(void) {
+    const char *live = getenv("CB_CRIU_DUMP_LIVE");
+    if (live != NULL) return s_live(live);
+    test_target();
+    test_too_many_sockets();
+    test_gone();
+    test_argv();
+    printf("1..%d\n", tap_n);
+    return tap_failed != 0;
+}
