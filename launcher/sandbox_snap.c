@@ -162,7 +162,7 @@ __attribute__((noreturn)) void cb_sb_init_supervise(const cb_sandbox_t *sb, int 
             if (r > 0 && tier >= 0)
                 (void) cb_send_with_fd(tier, line, (size_t) r, fd); /* the tier's business */
             else if (r > 0)
-                cb_snap_agent_command(&s_agent, line);
+                cb_snap_agent_command_fd(&s_agent, line, fd);
             if (fd >= 0) close(fd);
         }
         if (pf[2].revents & POLLIN) { /* the tier's answers, relayed as they are */

@@ -457,9 +457,54 @@ static void s_roll(cb_snap_agent_t *a, long id, const char *nonce) {
     s_say(a, "rolled %ld %d %d", id, (int) copy, ended > 0 ? ended - 1 : 0); /* - the old runner */
 }
 
+/* export: a parked checkpoint's files, copied from the store into dir as
+ * home/ and tmp/ (made there, 0700).  The copy must have parked: an armed
+ * checkpoint's files may be incomplete. */
+static void s_export(cb_snap_agent_t *a, long id, int dir) {
+    static const char *const names[2] = {"home", "tmp"};
+    cb_snap_slot_t *s = s_find(a, id);
+    if (dir < 0) {
+        s_say(a, "fail %ld export needs a directory sent with it", id);
+        return;
+    }
+    if (s == NULL || s->pid <= 0 || s->doomed) {
+        s_say(a, "fail %ld %s", id, s == NULL ? "no such checkpoint" : "its copy has not parked");
+        return;
+    }
+    int top = s_store_dir(a, id, false);
+    if (top < 0) {
+        s_say(a, "fail %ld its files are missing from the store", id);
+        return;
+    }
+    cb_snap_tree_t t = {.own = a->root};
+    char why[CB_SNAP_WHY_MAX] = "";
+    for (int k = 0; k < 2 && why[0] == '\0'; k++) {
+        const char sub[2] = {(char) ('0' + k), '\0'}; /* "0" home, "1" /tmp */
+        int src = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int dst = mkdirat(dir, names[k], 0700) == 0
+                      ? openat(dir, names[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                      : -1;
+        if (src < 0 || dst < 0)
+            (void) snprintf(why, sizeof why, "export of %s: %s", names[k], strerror(errno));
+        else if (cb_snap_tree_copy(&t, src, dst) < 0)
+            (void) snprintf(why, sizeof why, "export of %s: %.120s", names[k], t.why);
+        if (src >= 0) close(src);
+        if (dst >= 0) close(dst);
+    }
+    close(top);
+    if (why[0] != '\0')
+        s_say(a, "fail %ld %s", id, why);
+    else
+        s_say(a, "exported %ld %llu %u", id, (unsigned long long) t.bytes, t.entries);
+}
+
 /* ---- the agent's interface -------------------------------------------------------------- */
 
 void cb_snap_agent_command(cb_snap_agent_t *a, const char *line) {
+    cb_snap_agent_command_fd(a, line, -1);
+}
+
+void cb_snap_agent_command_fd(cb_snap_agent_t *a, const char *line, int fd) {
     char verb[16] = "", arg[CB_SNAP_NONCE_HEX + 2] = "";
     long id = 0;
     int got = sscanf(line, "%15s %ld %33s", verb, &id, arg);
@@ -469,6 +514,7 @@ void cb_snap_agent_command(cb_snap_agent_t *a, const char *line) {
     }
     if (strcmp(verb, "arm") == 0) return s_arm(a, id);
     if (strcmp(verb, "roll") == 0 && got == 3) return s_roll(a, id, arg);
+    if (strcmp(verb, "export") == 0 && got == 2) return s_export(a, id, fd);
     if (strcmp(verb, "drop") == 0) {
         cb_snap_slot_t *s = s_find(a, id);
         if (s == NULL) {

@@ -22,6 +22,11 @@
  *                     the woken copy forks again to keep checkpoint ID
  *                                                    -> rolled ID PID ENDED
  *   drop ID           the copy and its files go      -> dropped ID
+ *   export ID + fd    a parked checkpoint's files copied out of the store
+ *                     into the directory sent with the command, as home/
+ *                     and tmp/ (the image of a paused --pausable sandbox
+ *                     takes them beside CRIU's dump of the copy)
+ *                                                    -> exported ID BYTES FILES
  *
  * Unprompted: `lost ID WHY` (a parked copy died: the OOM killer, code in the
  * sandbox), `kept ID PID` (the copy a rollback's runner made of itself),
@@ -85,6 +90,9 @@ void cb_snap_agent_store_by_path(cb_snap_agent_t *a, const char *path);
 /* One command line from the kernel (untrusted only in length: the launcher
  * is its only source). */
 void cb_snap_agent_command(cb_snap_agent_t *a, const char *line);
+/* The same with the descriptor that came with the line (-1 = none): only
+ * "export" takes one; the caller closes it afterwards. */
+void cb_snap_agent_command_fd(cb_snap_agent_t *a, const char *line, int fd);
 /* A waitpid(WUNTRACED) result for one of init's children: true when it was
  * the agent's (a parked copy that died, an armed fork that stopped). */
 bool cb_snap_agent_child(cb_snap_agent_t *a, pid_t pid, int status);

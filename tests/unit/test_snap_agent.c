@@ -4,7 +4,9 @@
  * reads every process in /proc on each look, so it looks soon after "arm"
  * (a fork that parks at once is seen at once) and then ever less often, up
  * to CB_SNAP_SCAN_MAX_MS; a new "arm" looks soon again, and a fork that
- * parks is still taken ("saved").
+ * parks is still taken ("saved"); "export" copies a parked checkpoint's
+ * files (as they were at the checkpoint) out of the store into a directory
+ * sent with the command, and refuses what it cannot do with the reason.
  */
 #include "tap.h"
 
@@ -38,6 +40,24 @@ static int s_mkdir(const char *root, const char *name, char *path, size_t len) {
     int n = snprintf(path, len, "%s/%s", root, name);
     if (n < 0 || (size_t) n >= len || mkdir(path, 0700) < 0) return -1;
     return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+static void s_write(const char *dir, const char *name, const char *text) {
+    char path[2 * S_PATH_MAX];
+    (void) snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t) strlen(text)) abort();
+    close(fd);
+}
+
+static const char *s_read(const char *dir, const char *name, char *buf, size_t len) {
+    char path[2 * S_PATH_MAX];
+    (void) snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, len - 1);
+    if (fd >= 0) close(fd);
+    buf[n < 0 ? 0 : n] = '\0';
+    return buf;
 }
 
 /* One round of init's loop: poll for what the agent asks, then tick.
@@ -105,6 +125,8 @@ int main(void) {
            "at most CB_SNAP_SCAN_MAX_MS apart (%d ms)", top);
 
     /* a new checkpoint: looked for at once again, and its fork is taken */
+    s_write(home_p, "note.txt", "at the checkpoint");
+    s_write(tmp_p, "t.txt", "tmp then");
     cb_snap_agent_command(&a, "arm 2");
     TAP_OK(strncmp(s_last(), "armed 2 ", 8) == 0, "arm 2 (%s)", s_last());
     int again = cb_snap_agent_wait_ms(&a);
@@ -119,6 +141,31 @@ int main(void) {
             if (strncmp(s_said[i], want, strlen(want)) == 0) saved = true;
     }
     TAP_OK(saved, "the parked fork is taken (%s)", s_last());
+
+    /* export: the checkpoint's files, not the live ones, into a directory */
+    s_write(home_p, "note.txt", "changed since");
+    char out_p[S_PATH_MAX], got[64];
+    int out = s_mkdir(root, "out", out_p, sizeof out_p);
+    cb_snap_agent_command_fd(&a, "export 2", out);
+    TAP_OK(strncmp(s_last(), "exported 2 ", 11) == 0, "export 2 (%s)", s_last());
+    TAP_EQ_STR(s_read(out_p, "home/note.txt", got, sizeof got), "at the checkpoint",
+               "the home as it was at the checkpoint");
+    TAP_EQ_STR(s_read(out_p, "tmp/t.txt", got, sizeof got), "tmp then", "... and its /tmp");
+    cb_snap_agent_command_fd(&a, "export 2", out);
+    TAP_OK(strncmp(s_last(), "fail 2 export of home: File exists", 34) == 0,
+           "into a directory that has them already: refused, nothing overwritten (%s)",
+           s_last());
+    cb_snap_agent_command(&a, "arm 3"); /* armed just now: its fork has not parked */
+    cb_snap_agent_command_fd(&a, "export 3", out);
+    TAP_OK(strcmp(s_last(), "fail 3 its copy has not parked") == 0, "an armed one: refused (%s)",
+           s_last());
+    cb_snap_agent_command(&a, "drop 3");
+    cb_snap_agent_command_fd(&a, "export 9", out);
+    TAP_OK(strcmp(s_last(), "fail 9 no such checkpoint") == 0, "an unknown one (%s)", s_last());
+    cb_snap_agent_command(&a, "export 2");
+    TAP_OK(strcmp(s_last(), "fail 2 export needs a directory sent with it") == 0,
+           "without a directory (%s)", s_last());
+    close(out);
 
     cb_snap_agent_command(&a, "drop 2");
     cb_snap_agent_command(&a, "drop 1");
