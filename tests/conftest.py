@@ -2,6 +2,7 @@
 is not installed), so no test can hang `make test`.  A test may set its own
 with @pytest.mark.timeout(seconds); otherwise its folder's default applies."""
 import os
+import re
 import signal
 import time
 
@@ -213,8 +214,50 @@ def _start_time(pid):
         return None
 
 
+_WARM_KEY_FILE = re.compile(r"^([0-9a-f]{32})\.(lock|log|ended|failed)$")
+
+
+def _warm_key_files():
+    try:
+        return {n for n in os.listdir(_WARM_DIR) if _WARM_KEY_FILE.match(n)}
+    except OSError:
+        return set()
+
+
+def _sweep_warm_key_files(before):
+    """The lock, log and end note of each template key this session made
+    (keys of tests' temporary folders, never used again), once no supervisor
+    holds the key's lock: the launcher keeps them for the next kernel of the
+    same key and sweeps them only after a day."""
+    import fcntl
+    new = _warm_key_files() - before
+    for key in sorted({_WARM_KEY_FILE.match(n).group(1) for n in new}):
+        lock = os.path.join(_WARM_DIR, key + ".lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            fd = None
+        except OSError:
+            continue
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # else a supervisor's
+            for n in new:
+                if n.startswith(key + "."):
+                    try:
+                        os.unlink(os.path.join(_WARM_DIR, n))
+                    except OSError:
+                        pass
+        except OSError:
+            pass
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
 def pytest_sessionstart(session):
     session.config._cb_warm_before = _warm_supervisors()
+    session.config._cb_warm_files_before = _warm_key_files()
 
 
 def _of_this_build(pid):
@@ -245,6 +288,7 @@ def pytest_sessionfinish(session, exitstatus):
         ended = [(p, t) for p, t in ended if _start_time(p) == t]
         if ended:
             time.sleep(0.05)
+    _sweep_warm_key_files(getattr(session.config, "_cb_warm_files_before", set()))
     # groups of kernels and launchers a test hard-killed last (every launcher
     # sweeps its siblings when it starts; after the last one, nobody would)
     kernel = os.path.join(BUILD, "bin", "cellblock-kernel")
