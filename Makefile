@@ -285,6 +285,7 @@ TIERS_PYTEST ?= tests/integration/test_tiers.py tests/integration/test_tiers_mic
 all: $(TIER_INIT) vm-image
 
 TIER_INIT_SRC := tiers/init.c tiers/init_gvisor.c tiers/init_mux.c tiers/snap_agent.c \
+                 tiers/snap_agent_image.c \
                  tiers/snap_proc.c tiers/snap_tree.c tiers/splice.c
 $(TIER_INIT): $(TIER_INIT_SRC) $(wildcard tiers/*.h) isolate/sandbox_limits.h isolate/cb_limits.h \
               isolate/snap_limits.h $(DEPS_OK)

@@ -18,6 +18,7 @@
  * gains it nothing: it is the session's own state).
  */
 #include "tiers/snap_agent.h"
+#include "tiers/snap_agent_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,14 +34,13 @@
 #include "tiers/snap_proc.h"
 #include "tiers/snap_tree.h"
 
-static int64_t s_now_ms(void) {
+int64_t cb_snap_now_ms_(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void s_say(cb_snap_agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void s_say(cb_snap_agent_t *a, const char *fmt, ...) {
+void cb_snap_say_(cb_snap_agent_t *a, const char *fmt, ...) {
     char line[CB_SNAP_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
@@ -52,7 +52,7 @@ static void s_say(cb_snap_agent_t *a, const char *fmt, ...) {
 }
 
 /* The slot of checkpoint id (a doomed one is no checkpoint), or a free one for id 0. */
-static cb_snap_slot_t *s_find(cb_snap_agent_t *a, long id) {
+cb_snap_slot_t *cb_snap_find_(cb_snap_agent_t *a, long id) {
     for (int i = 0; i < CB_SNAP_SLOTS; i++)
         if (a->slot[i].id == id && !a->slot[i].doomed) return &a->slot[i];
     return NULL;
@@ -75,7 +75,7 @@ static int s_store_root(const cb_snap_agent_t *a) {
 }
 
 /* The directory of checkpoint id in the store, opened (creating it). */
-static int s_store_dir(cb_snap_agent_t *a, long id, bool create) {
+int cb_snap_store_dir_(cb_snap_agent_t *a, long id, bool create) {
     char name[24];
     (void) snprintf(name, sizeof name, "%ld", id);
     int root = s_store_root(a);
@@ -92,7 +92,7 @@ static int s_store_dir(cb_snap_agent_t *a, long id, bool create) {
 static void s_store_remove(cb_snap_agent_t *a, long id) {
     char name[24];
     (void) snprintf(name, sizeof name, "%ld", id);
-    int d = s_store_dir(a, id, false);
+    int d = cb_snap_store_dir_(a, id, false);
     if (d < 0) return;
     cb_snap_tree_t t = {.own = a->root};
     (void) cb_snap_tree_clear(&t, d);
@@ -106,7 +106,7 @@ static void s_store_remove(cb_snap_agent_t *a, long id) {
 /* A fresh park fifo for id, opened O_RDWR (which never blocks and keeps a
  * reader's read blocking until we write), and never through a symlink put
  * in its place meanwhile. */
-static int s_make_fifo(cb_snap_agent_t *a, long id) {
+int cb_snap_make_fifo_(cb_snap_agent_t *a, long id) {
     char name[24];
     (void) snprintf(name, sizeof name, "%ld", id);
     (void) unlinkat(a->park, name, 0);
@@ -114,7 +114,7 @@ static int s_make_fifo(cb_snap_agent_t *a, long id) {
     return openat(a->park, name, O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 }
 
-static void s_free(cb_snap_agent_t *a, cb_snap_slot_t *s, bool files) {
+void cb_snap_free_(cb_snap_agent_t *a, cb_snap_slot_t *s, bool files) {
     char name[24];
     (void) snprintf(name, sizeof name, "%ld", s->id);
     if (s->fifo >= 0) close(s->fifo);
@@ -141,9 +141,9 @@ void cb_snap_agent_init(cb_snap_agent_t *a, int store, int park, const char *hom
         (void) snprintf(a->unavailable, sizeof a->unavailable, "%s",
                         why && why[0] ? why : "no checkpoint store in this sandbox");
     if (a->unavailable[0])
-        s_say(a, "unavailable %s", a->unavailable);
+        cb_snap_say_(a, "unavailable %s", a->unavailable);
     else
-        s_say(a, "ready %d", CB_SNAP_MAX);
+        cb_snap_say_(a, "ready %d", CB_SNAP_MAX);
 }
 
 void cb_snap_agent_store_by_path(cb_snap_agent_t *a, const char *path) {
@@ -160,9 +160,9 @@ static int s_save_files(cb_snap_agent_t *a, cb_snap_slot_t *s, char *why, size_t
  * less often (cb_snap_agent_tick), so that a fork that parks at once is seen
  * at once and one that takes its time costs little (each look reads every
  * process of /proc, charged to the sandbox). */
-static void s_scan_soon(cb_snap_agent_t *a) {
+void cb_snap_scan_soon_(cb_snap_agent_t *a) {
     a->scan_ms = CB_SNAP_SCAN_MS;
-    a->scan_at = s_now_ms() + CB_SNAP_SCAN_MS;
+    a->scan_at = cb_snap_now_ms_() + CB_SNAP_SCAN_MS;
 }
 
 /* A slot given up before its copy parked: the fifo stays (it is how the copy
@@ -170,7 +170,7 @@ static void s_scan_soon(cb_snap_agent_t *a) {
 static void s_doom(cb_snap_agent_t *a, cb_snap_slot_t *s) {
     s_store_remove(a, s->id);
     s->doomed = true;
-    if (s->armed_until == 0) s->armed_until = s_now_ms() + CB_SNAP_FORK_MS;
+    if (s->armed_until == 0) s->armed_until = cb_snap_now_ms_() + CB_SNAP_FORK_MS;
 }
 
 /* Arms slot id: its park fifo, and the files copied at once -- the runner is
@@ -180,40 +180,40 @@ static void s_doom(cb_snap_agent_t *a, cb_snap_slot_t *s) {
  * this side: the copy parks afterwards ("saved"), or is reported lost. */
 static void s_arm(cb_snap_agent_t *a, long id) {
     if (a->unavailable[0]) {
-        s_say(a, "fail %ld %s", id, a->unavailable);
+        cb_snap_say_(a, "fail %ld %s", id, a->unavailable);
         return;
     }
     for (int i = 0; i < CB_SNAP_SLOTS; i++) /* doomed ones too: a fifo has the id's name */
         if (a->slot[i].id == id) {
-            s_say(a, "fail %ld the id is taken", id);
+            cb_snap_say_(a, "fail %ld the id is taken", id);
             return;
         }
-    cb_snap_slot_t *s = s_find(a, 0);
+    cb_snap_slot_t *s = cb_snap_find_(a, 0);
     if (s == NULL) {
-        s_say(a, "fail %ld %d checkpoints are kept already", id, CB_SNAP_MAX);
+        cb_snap_say_(a, "fail %ld %d checkpoints are kept already", id, CB_SNAP_MAX);
         return;
     }
-    int fifo = s_make_fifo(a, id);
+    int fifo = cb_snap_make_fifo_(a, id);
     if (fifo < 0) {
-        s_say(a, "fail %ld making the park fifo: %s", id, strerror(errno));
+        cb_snap_say_(a, "fail %ld making the park fifo: %s", id, strerror(errno));
         return;
     }
     s->id = id;
     s->fifo = fifo;
-    s->armed_until = s_now_ms() + CB_SNAP_FORK_MS;
-    s_scan_soon(a);
+    s->armed_until = cb_snap_now_ms_() + CB_SNAP_FORK_MS;
+    cb_snap_scan_soon_(a);
     char why[CB_SNAP_WHY_MAX];
     if (s_save_files(a, s, why, sizeof why) < 0) {
         s_doom(a, s);
-        s_say(a, "fail %ld %s", id, why);
+        cb_snap_say_(a, "fail %ld %s", id, why);
         return;
     }
-    s_say(a, "armed %ld %llu %u", id, (unsigned long long) s->bytes, s->files);
+    cb_snap_say_(a, "armed %ld %llu %u", id, (unsigned long long) s->bytes, s->files);
 }
 
 /* Copies the live trees into the store for s.  0 ok, -1 with why. */
 static int s_save_files(cb_snap_agent_t *a, cb_snap_slot_t *s, char *why, size_t len) {
-    int top = s_store_dir(a, s->id, true);
+    int top = cb_snap_store_dir_(a, s->id, true);
     if (top < 0) {
         (void) snprintf(why, len, "the checkpoint store: %s", strerror(errno));
         return -1;
@@ -245,7 +245,7 @@ static int s_save_files(cb_snap_agent_t *a, cb_snap_slot_t *s, char *why, size_t
 static void s_adopt(cb_snap_agent_t *a, cb_snap_slot_t *s, pid_t pid) {
     if (s->doomed) { /* the checkpoint failed or was dropped while its fork was on the way */
         (void) kill(pid, SIGKILL);
-        s_free(a, s, false);
+        cb_snap_free_(a, s, false);
         return;
     }
     /* a parked copy is what the OOM killer takes first: never the runner */
@@ -255,30 +255,32 @@ static void s_adopt(cb_snap_agent_t *a, cb_snap_slot_t *s, pid_t pid) {
     if (write(s->fifo, CB_SNAP_PARK_TAKEN, 1) != 1) {
         long id = s->id;
         (void) kill(pid, SIGKILL);
-        s_free(a, s, true);
-        s_say(a, "lost %ld its park fifo: %s", id, strerror(errno));
+        cb_snap_free_(a, s, true);
+        cb_snap_say_(a, "lost %ld its park fifo: %s", id, strerror(errno));
         return;
     }
     s->pid = pid;
     s->armed_until = 0;
     (void) kill(pid, SIGCONT);
     if (s->replacement)
-        s_say(a, "kept %ld %d", s->id, (int) pid);
+        cb_snap_say_(a, "kept %ld %d", s->id, (int) pid);
     else
-        s_say(a, "saved %ld %d %llu %u", s->id, (int) pid, (unsigned long long) s->bytes, s->files);
+        cb_snap_say_(a, "saved %ld %d %llu %u", s->id, (int) pid, (unsigned long long) s->bytes,
+                     s->files);
 }
 
 /* ---- rollback ------------------------------------------------------------------------- */
 
 static void s_lost(cb_snap_agent_t *a, cb_snap_slot_t *s, int status) {
     long id = s->id;
-    s_free(a, s, true);
+    cb_snap_free_(a, s, true);
     if (WIFSIGNALED(status))
-        s_say(a, "lost %ld its parked copy was killed by signal %d (%s)", id, WTERMSIG(status),
-              WTERMSIG(status) == SIGKILL ? "the out-of-memory killer, or code in the sandbox"
-                                          : "sent by code in the sandbox");
+        cb_snap_say_(
+            a, "lost %ld its parked copy was killed by signal %d (%s)", id, WTERMSIG(status),
+            WTERMSIG(status) == SIGKILL ? "the out-of-memory killer, or code in the sandbox"
+                                        : "sent by code in the sandbox");
     else
-        s_say(a, "lost %ld its parked copy exited", id);
+        cb_snap_say_(a, "lost %ld its parked copy exited", id);
 }
 
 typedef struct {
@@ -308,7 +310,7 @@ static int s_end_one(cb_snap_agent_t *a, pid_t pid, char state, void *arg) {
  * the rollback goes on, and init reaps it later. */
 static int s_end_others(cb_snap_agent_t *a) {
     s_end_t e = {0, 0, 0};
-    int64_t until = s_now_ms() + CB_SNAP_KILL_MS;
+    int64_t until = cb_snap_now_ms_() + CB_SNAP_KILL_MS;
     for (;;) {
         e.others = 0;
         if (cb_snap_proc_each(a, s_end_one, &e) < 0) return -1;
@@ -320,23 +322,38 @@ static int s_end_others(cb_snap_agent_t *a) {
             if (s != NULL) s_lost(a, s, st);
         }
         if (e.others == 0) return e.ended;
-        if (s_now_ms() > until) return -1;
+        if (cb_snap_now_ms_() > until) return -1;
         struct timespec nap = {0, CB_SNAP_KILL_NAP_US * 1000L};
         nanosleep(&nap, NULL);
     }
+}
+
+/* An imported slot's copy, restored by CRIU: it took the agent's byte before
+ * it was dumped and blocks reading its fifo, so no byte now (one more would
+ * be read as the start of the message that wakes it). */
+static void s_adopt_restored(cb_snap_agent_t *a, cb_snap_slot_t *s, pid_t pid) {
+    (void) cb_snap_proc_write(pid, "oom_score_adj", CB_SNAP_OOM_ADJ);
+    s->pid = pid;
+    s->armed_until = 0;
+    cb_snap_say_(a, "saved %ld %d %llu %u", s->id, (int) pid, (unsigned long long) s->bytes,
+                 s->files);
 }
 
 /* An armed slot's copy: a stopped process holding its fifo (a grandchild of
  * init until its parent has exited, so not always init's to wait for). */
 static int s_adopt_one(cb_snap_agent_t *a, pid_t pid, char state, void *arg) {
     (void) arg;
-    if (state != 'T' || pid == a->runner) return 0;
+    if (pid == a->runner || state == 'Z' || state == 'X') return 0;
     for (int i = 0; i < CB_SNAP_SLOTS; i++) {
         cb_snap_slot_t *s = &a->slot[i];
-        if (s->id != 0 && s->pid == 0 && cb_snap_proc_holds(pid, s->fifo)) {
+        if (s->id == 0 || s->pid != 0 || (state != 'T' && !s->restored) ||
+            !cb_snap_proc_holds(pid, s->fifo))
+            continue;
+        if (s->restored)
+            s_adopt_restored(a, s, pid);
+        else
             s_adopt(a, s, pid);
-            return 0;
-        }
+        return 0;
     }
     return 0;
 }
@@ -359,7 +376,7 @@ static void s_scan(cb_snap_agent_t *a) {
 }
 
 static int s_restore_files(cb_snap_agent_t *a, long id, char *why, size_t len) {
-    int top = s_store_dir(a, id, false);
+    int top = cb_snap_store_dir_(a, id, false);
     if (top < 0) {
         (void) snprintf(why, len, "its files are missing from the store");
         return -1;
@@ -393,8 +410,8 @@ static bool s_hex(const char *s, size_t n) {
  * just taken, the copy a rollback's runner makes of itself): ending the
  * sandbox's processes must not take them. */
 static void s_settle(cb_snap_agent_t *a) {
-    int64_t until = s_now_ms() + CB_SNAP_FORK_MS;
-    while (s_awaited(a) && s_now_ms() <= until) {
+    int64_t until = cb_snap_now_ms_() + CB_SNAP_FORK_MS;
+    while (s_awaited(a) && cb_snap_now_ms_() <= until) {
         s_scan(a);
         if (!s_awaited(a)) return;
         struct timespec nap = {0, CB_SNAP_KILL_NAP_US * 1000L};
@@ -404,38 +421,38 @@ static void s_settle(cb_snap_agent_t *a) {
 
 static void s_roll(cb_snap_agent_t *a, long id, const char *nonce) {
     s_settle(a); /* the copy of the last rollback's runner may still be parking */
-    cb_snap_slot_t *s = s_find(a, id);
+    cb_snap_slot_t *s = cb_snap_find_(a, id);
     if (s == NULL || s->pid == 0) {
-        s_say(a, "refused %ld %s", id, s ? "its fork has not parked" : "no such checkpoint");
+        cb_snap_say_(a, "refused %ld %s", id, s ? "its fork has not parked" : "no such checkpoint");
         return;
     }
     if (!s_hex(nonce, CB_SNAP_NONCE_HEX)) {
-        s_say(a, "refused %ld bad nonce", id);
+        cb_snap_say_(a, "refused %ld bad nonce", id);
         return;
     }
     pid_t copy = s->pid;
     int ended = s_end_others(a);
     if (ended < 0) {
-        s_say(a, "fail %ld the sandbox's processes did not end in time", id);
+        cb_snap_say_(a, "fail %ld the sandbox's processes did not end in time", id);
         return;
     }
-    s = s_find(a, id); /* the copy itself may have died meanwhile */
+    s = cb_snap_find_(a, id); /* the copy itself may have died meanwhile */
     if (s == NULL || kill(copy, 0) < 0) {
-        s_say(a, "fail %ld its parked copy is gone", id);
+        cb_snap_say_(a, "fail %ld its parked copy is gone", id);
         return;
     }
     char why[CB_SNAP_WHY_MAX];
     if (s_restore_files(a, id, why, sizeof why) < 0) {
-        s_say(a, "fail %ld %s", id, why);
+        cb_snap_say_(a, "fail %ld %s", id, why);
         return;
     }
     /* the copy will fork again, to keep checkpoint id: a new fifo for that */
     int old = s->fifo;
-    s->fifo = s_make_fifo(a, id);
+    s->fifo = cb_snap_make_fifo_(a, id);
     if (s->fifo < 0) {
         s->fifo = old;
         {
-            s_say(a, "fail %ld making the park fifo: %s", id, strerror(errno));
+            cb_snap_say_(a, "fail %ld making the park fifo: %s", id, strerror(errno));
             return;
         }
     }
@@ -444,7 +461,7 @@ static void s_roll(cb_snap_agent_t *a, long id, const char *nonce) {
     ssize_t w = write(old, msg, (size_t) n);
     close(old);
     if (w != n) {
-        s_say(a, "fail %ld waking its copy: %s", id, strerror(errno));
+        cb_snap_say_(a, "fail %ld waking its copy: %s", id, strerror(errno));
         return;
     }
     (void) kill(copy, SIGCONT); /* stopped before the others ended: it reads now */
@@ -452,50 +469,10 @@ static void s_roll(cb_snap_agent_t *a, long id, const char *nonce) {
     a->runner = copy;
     s->pid = 0;
     s->replacement = true;
-    s->armed_until = s_now_ms() + CB_SNAP_FORK_MS;
-    s_scan_soon(a);
-    s_say(a, "rolled %ld %d %d", id, (int) copy, ended > 0 ? ended - 1 : 0); /* - the old runner */
-}
-
-/* export: a parked checkpoint's files, copied from the store into dir as
- * home/ and tmp/ (made there, 0700).  The copy must have parked: an armed
- * checkpoint's files may be incomplete. */
-static void s_export(cb_snap_agent_t *a, long id, int dir) {
-    static const char *const names[2] = {"home", "tmp"};
-    cb_snap_slot_t *s = s_find(a, id);
-    if (dir < 0) {
-        s_say(a, "fail %ld export needs a directory sent with it", id);
-        return;
-    }
-    if (s == NULL || s->pid <= 0 || s->doomed) {
-        s_say(a, "fail %ld %s", id, s == NULL ? "no such checkpoint" : "its copy has not parked");
-        return;
-    }
-    int top = s_store_dir(a, id, false);
-    if (top < 0) {
-        s_say(a, "fail %ld its files are missing from the store", id);
-        return;
-    }
-    cb_snap_tree_t t = {.own = a->root};
-    char why[CB_SNAP_WHY_MAX] = "";
-    for (int k = 0; k < 2 && why[0] == '\0'; k++) {
-        const char sub[2] = {(char) ('0' + k), '\0'}; /* "0" home, "1" /tmp */
-        int src = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int dst = mkdirat(dir, names[k], 0700) == 0
-                      ? openat(dir, names[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                      : -1;
-        if (src < 0 || dst < 0)
-            (void) snprintf(why, sizeof why, "export of %s: %s", names[k], strerror(errno));
-        else if (cb_snap_tree_copy(&t, src, dst) < 0)
-            (void) snprintf(why, sizeof why, "export of %s: %.120s", names[k], t.why);
-        if (src >= 0) close(src);
-        if (dst >= 0) close(dst);
-    }
-    close(top);
-    if (why[0] != '\0')
-        s_say(a, "fail %ld %s", id, why);
-    else
-        s_say(a, "exported %ld %llu %u", id, (unsigned long long) t.bytes, t.entries);
+    s->armed_until = cb_snap_now_ms_() + CB_SNAP_FORK_MS;
+    cb_snap_scan_soon_(a);
+    cb_snap_say_(a, "rolled %ld %d %d", id, (int) copy,
+                 ended > 0 ? ended - 1 : 0); /* - the old runner */
 }
 
 /* ---- the agent's interface -------------------------------------------------------------- */
@@ -509,30 +486,31 @@ void cb_snap_agent_command_fd(cb_snap_agent_t *a, const char *line, int fd) {
     long id = 0;
     int got = sscanf(line, "%15s %ld %33s", verb, &id, arg);
     if (got < 2 || id <= 0) {
-        s_say(a, "fail 0 unknown command");
+        cb_snap_say_(a, "fail 0 unknown command");
         return;
     }
     if (strcmp(verb, "arm") == 0) return s_arm(a, id);
     if (strcmp(verb, "roll") == 0 && got == 3) return s_roll(a, id, arg);
-    if (strcmp(verb, "export") == 0 && got == 2) return s_export(a, id, fd);
+    if (strcmp(verb, "export") == 0 && got == 2) return cb_snap_export_(a, id, fd);
+    if (strcmp(verb, "import") == 0 && got == 2) return cb_snap_import_(a, id, fd);
     if (strcmp(verb, "drop") == 0) {
-        cb_snap_slot_t *s = s_find(a, id);
+        cb_snap_slot_t *s = cb_snap_find_(a, id);
         if (s == NULL) {
-            s_say(a, "fail %ld no such checkpoint", id);
+            cb_snap_say_(a, "fail %ld no such checkpoint", id);
             return;
         }
         if (s->pid > 0) {
             (void) kill(s->pid, SIGKILL);
-            s_free(a, s, true);
+            cb_snap_free_(a, s, true);
         } else {
             s_doom(a, s); /* its fork may still park: it is killed then */
         }
         {
-            s_say(a, "dropped %ld", id);
+            cb_snap_say_(a, "dropped %ld", id);
             return;
         }
     }
-    s_say(a, "fail %ld unknown command", id);
+    cb_snap_say_(a, "fail %ld unknown command", id);
 }
 
 bool cb_snap_agent_child(cb_snap_agent_t *a, pid_t pid, int status) {
@@ -564,30 +542,34 @@ bool cb_snap_agent_child(cb_snap_agent_t *a, pid_t pid, int status) {
 
 int cb_snap_agent_wait_ms(const cb_snap_agent_t *a) {
     if (!s_armed(a)) return -1;
-    int64_t left = a->scan_at - s_now_ms(); /* the next look for an armed copy */
+    int64_t left = a->scan_at - cb_snap_now_ms_(); /* the next look for an armed copy */
     return left <= 0 ? 0 : left > CB_SNAP_SCAN_MAX_MS ? CB_SNAP_SCAN_MAX_MS : (int) left;
 }
 
 void cb_snap_agent_tick(cb_snap_agent_t *a) {
-    if (s_armed(a) && s_now_ms() >= a->scan_at) {
+    if (s_armed(a) && cb_snap_now_ms_() >= a->scan_at) {
         s_scan(a);
         a->scan_ms = a->scan_ms < CB_SNAP_SCAN_MS           ? CB_SNAP_SCAN_MS
                      : a->scan_ms * 2 > CB_SNAP_SCAN_MAX_MS ? CB_SNAP_SCAN_MAX_MS
                                                             : a->scan_ms * 2;
-        a->scan_at = s_now_ms() + a->scan_ms;
+        a->scan_at = cb_snap_now_ms_() + a->scan_ms;
     }
-    int64_t now = s_now_ms();
+    int64_t now = cb_snap_now_ms_();
     for (int i = 0; i < CB_SNAP_SLOTS; i++) {
         cb_snap_slot_t *s = &a->slot[i];
         if (s->id == 0 || s->armed_until == 0 || now < s->armed_until) continue;
         long id = s->id;
-        bool repl = s->replacement, doomed = s->doomed;
-        s_free(a, s, true);
+        bool repl = s->replacement, doomed = s->doomed, restored = s->restored;
+        cb_snap_free_(a, s, true);
         if (doomed) continue;
-        if (repl)
-            s_say(a, "lost %ld the rolled-back runner did not park a copy of itself", id);
+        if (restored)
+            cb_snap_say_(a, "lost %ld no restored copy appeared within %d ms", id,
+                         CB_SNAP_RESTORE_MS);
+        else if (repl)
+            cb_snap_say_(a, "lost %ld the rolled-back runner did not park a copy of itself", id);
         else /* "armed" was said: for the kernel the checkpoint exists, so it is lost */
-            s_say(a, "lost %ld no fork of the runner parked within %d ms", id, CB_SNAP_FORK_MS);
+            cb_snap_say_(a, "lost %ld no fork of the runner parked within %d ms", id,
+                         CB_SNAP_FORK_MS);
     }
 }
 

@@ -27,6 +27,15 @@
  *                     and tmp/ (the image of a paused --pausable sandbox
  *                     takes them beside CRIU's dump of the copy)
  *                                                    -> exported ID BYTES FILES
+ *   import ID + fd    in a new sandbox, a checkpoint from such an image: its
+ *                     park fifo made again and held, home/ and tmp/ copied
+ *                     into the store, and its copy awaited (CRIU restores
+ *                     it: a process holding the fifo, in any state) for
+ *                     CB_SNAP_RESTORE_MS            -> imported ID BYTES FILES
+ *                     ... then, as for a fork:      -> saved ID PID BYTES FILES
+ *                     (or lost); "roll" wakes it.  For a sandbox with no
+ *                     runner yet: any process that can open the fifo could
+ *                     stand in for the copy.
  *
  * Unprompted: `lost ID WHY` (a parked copy died: the OOM killer, code in the
  * sandbox), `kept ID PID` (the copy a rollback's runner made of itself),
@@ -56,6 +65,7 @@ typedef struct {
     int fifo;            /* our O_RDWR end of its park fifo, -1 */
     int64_t armed_until; /* armed: its fork must park by then (monotonic ms); 0 parked */
     bool replacement;    /* armed by a rollback: the woken runner's copy of itself */
+    bool restored;       /* imported: its copy comes from CRIU's restore, not a fork */
     bool doomed;         /* given up while armed: its copy is killed if it parks */
     uint64_t bytes;      /* its files in the store */
     uint32_t files;      /* ... and how many */

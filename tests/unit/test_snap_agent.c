@@ -6,7 +6,10 @@
  * to CB_SNAP_SCAN_MAX_MS; a new "arm" looks soon again, and a fork that
  * parks is still taken ("saved"); "export" copies a parked checkpoint's
  * files (as they were at the checkpoint) out of the store into a directory
- * sent with the command, and refuses what it cannot do with the reason.
+ * sent with the command; "import" takes such files into a new store, makes
+ * the park fifo again and takes the copy CRIU restores (a process holding
+ * the fifo, blocked reading it) without a byte; both refuse what they cannot
+ * do with the reason.
  */
 #include "tap.h"
 
@@ -21,7 +24,7 @@
 
 #include "tiers/snap_agent.h"
 
-#define S_SAID_MAX 16   /* reply lines kept */
+#define S_SAID_MAX 64   /* reply lines kept */
 #define S_PARK_MS  3000 /* a parking fork must be taken within this */
 #define S_ROUNDS   16   /* looks without a fork: the backoff must reach its top by then */
 #define S_PATH_MAX 64   /* a scratch directory's path */
@@ -84,6 +87,19 @@ static pid_t s_fork_parking(const char *park, long id) {
     _exit(0);
 }
 
+/* A checkpoint's copy as CRIU restores it: holding its park fifo, blocked
+ * reading it, never stopped; a byte it reads ends it (status 3). */
+static pid_t s_restored_copy(const char *park, long id) {
+    pid_t p = fork();
+    if (p != 0) return p;
+    (void) syscall(SYS_close_range, 3, ~0U, 0);
+    char path[2 * S_PATH_MAX], b;
+    (void) snprintf(path, sizeof path, "%s/%ld", park, id);
+    int fd = open(path, O_RDONLY | O_CLOEXEC); /* the agent holds it O_RDWR: no wait */
+    if (fd < 0) _exit(2);
+    _exit(read(fd, &b, 1) == 1 ? 3 : 4);
+}
+
 int main(void) {
     char root[] = "/tmp/cb-snap-agent-XXXXXX";
     if (mkdtemp(root) == NULL) {
@@ -141,6 +157,7 @@ int main(void) {
             if (strncmp(s_said[i], want, strlen(want)) == 0) saved = true;
     }
     TAP_OK(saved, "the parked fork is taken (%s)", s_last());
+    int st = 0;
 
     /* export: the checkpoint's files, not the live ones, into a directory */
     s_write(home_p, "note.txt", "changed since");
@@ -165,11 +182,54 @@ int main(void) {
     cb_snap_agent_command(&a, "export 2");
     TAP_OK(strcmp(s_last(), "fail 2 export needs a directory sent with it") == 0,
            "without a directory (%s)", s_last());
+
+    /* import: the exported checkpoint as a new sandbox's agent takes it from an
+     * image; its copy is "restored": a process holding the fifo, blocked reading */
+    cb_snap_agent_command_fd(&a, "import 7", out);
+    TAP_OK(strncmp(s_last(), "imported 7 ", 11) == 0, "import 7 (%s)", s_last());
+    TAP_EQ_STR(s_read(store_p, "7/0/note.txt", got, sizeof got), "at the checkpoint",
+               "its home is in the store");
+    TAP_EQ_STR(s_read(store_p, "7/1/t.txt", got, sizeof got), "tmp then", "... and its /tmp");
+    char fifo_p[2 * S_PATH_MAX];
+    (void) snprintf(fifo_p, sizeof fifo_p, "%s/7", park_p);
+    struct stat fst;
+    TAP_OK(stat(fifo_p, &fst) == 0 && S_ISFIFO(fst.st_mode) && (fst.st_mode & 07777) == 0644,
+           "its park fifo made again, with the mode CRIU dumped it with");
+    cb_snap_agent_command_fd(&a, "import 7", out);
+    TAP_OK(strcmp(s_last(), "fail 7 the id is taken") == 0, "the same id again (%s)", s_last());
+    pid_t restored = s_restored_copy(park_p, 7);
+    (void) snprintf(want, sizeof want, "saved 7 %d ", (int) restored);
+    saved = false;
+    for (int spent = 0; !saved && spent < S_PARK_MS;) {
+        spent += s_round(&a) + 1;
+        for (int i = 0; i < s_nsaid; i++)
+            if (strncmp(s_said[i], want, strlen(want)) == 0) saved = true;
+    }
+    TAP_OK(saved, "the restored copy is taken, though never stopped (%s)", s_last());
+    for (int i = 0; i < 4; i++) (void) s_round(&a);
+    TAP_EQ_INT(waitpid(restored, &st, WNOHANG), 0,
+               "and given no byte: it still waits for the message that wakes it");
+    cb_snap_agent_command(&a, "drop 7");
+    TAP_EQ_INT(waitpid(restored, &st, 0), restored, "dropped, it ends");
+
+    char bad_p[S_PATH_MAX];
+    int bad = s_mkdir(root, "bad", bad_p, sizeof bad_p); /* no home/ nor tmp/ in it */
+    cb_snap_agent_command_fd(&a, "import 8", bad);
+    TAP_OK(strncmp(s_last(), "fail 8 import of home: ", 23) == 0, "an image without files (%s)",
+           s_last());
+    (void) snprintf(fifo_p, sizeof fifo_p, "%s/8", park_p);
+    TAP_OK(access(fifo_p, F_OK) < 0, "... leaves no fifo behind");
+    cb_snap_agent_command_fd(&a, "import 8", out);
+    TAP_OK(strncmp(s_last(), "imported 8 ", 11) == 0, "and frees its id (%s)", s_last());
+    cb_snap_agent_command(&a, "drop 8");
+    cb_snap_agent_command(&a, "import 9");
+    TAP_OK(strcmp(s_last(), "fail 9 import needs a directory sent with it") == 0,
+           "import without a directory (%s)", s_last());
+    close(bad);
     close(out);
 
     cb_snap_agent_command(&a, "drop 2");
     cb_snap_agent_command(&a, "drop 1");
-    int st = 0;
     TAP_EQ_INT(waitpid(fork2, &st, 0), fork2, "the dropped copy ends");
     TAP_OK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "... killed (status %#x)", st);
     cb_snap_agent_end(&a);
