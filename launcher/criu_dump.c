@@ -98,7 +98,20 @@ int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_le
         link[n] = '\0';
         unsigned long ino;
         char tail;
-        if (sscanf(link, "socket:[%lu%c", &ino, &tail) != 2 || tail != ']') continue;
+        bool sock = sscanf(link, "socket:[%lu%c", &ino, &tail) == 2 && tail == ']';
+        bool pipe = !sock && sscanf(link, "pipe:[%lu%c", &ino, &tail) == 2 && tail == ']';
+        if (!sock && !pipe) continue;
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (t->n_fds == CB_CRIU_FDS_MAX || (size_t) n >= CB_CRIU_LINK_MAX || *end != '\0') {
+            cb_fmt_why(why, why_len, "process %ld holds more than %d pipes and sockets",
+                       (long) host_pid, CB_CRIU_FDS_MAX);
+            rc = -1;
+            continue;
+        }
+        t->fd[t->n_fds] = (int) fd;
+        memcpy(t->link[t->n_fds++], link, (size_t) n + 1);
+        if (!sock) continue;
         if (t->n_ext == CB_CRIU_EXT_MAX) {
             cb_fmt_why(why, why_len, "process %ld holds more than %d sockets", (long) host_pid,
                        CB_CRIU_EXT_MAX);
@@ -142,10 +155,26 @@ int cb_criu_dump_argv(const cb_criu_target_t *t, int dirfd, char *buf, size_t bu
     return 0;
 }
 
+int cb_criu_write_fds(const cb_criu_target_t *t, int dirfd) {
+    char text[CB_CRIU_FDS_MAX * (CB_CRIU_LINK_MAX + 16)];
+    size_t used = 0;
+    for (size_t i = 0; i < t->n_fds; i++) {
+        int w = snprintf(text + used, sizeof text - used, "%d %s\n", t->fd[i], t->link[i]);
+        if (w < 0 || (size_t) w >= sizeof text - used) {
+            errno = ENOSPC;
+            return -1;
+        }
+        used += (size_t) w;
+    }
+    cb_autofd int fd =
+        openat(dirfd, CB_CRIU_FDS, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    return fd < 0 || cb_write_all(fd, text, used) < 0 ? -1 : 0;
+}
+
 /* ---- running criu ---------------------------------------------------------------------- */
 
 /* waitpid with a deadline; the child is killed at it.  The wait status, -1 on timeout. */
-static int s_wait(pid_t pid, int timeout_ms, int *st) {
+int cb_criu_wait(pid_t pid, int timeout_ms, int *st) {
     for (int waited = 0;; waited += S_WAIT_STEP_MS) {
         pid_t r = waitpid(pid, st, WNOHANG);
         if (r == pid) return 0;
@@ -160,7 +189,7 @@ static int s_wait(pid_t pid, int timeout_ms, int *st) {
     }
 }
 
-static char *const s_env[] = {(char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+char *const cb_criu_env[] = {(char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 
 int cb_criu_kdat(char *why, size_t why_len) {
     int fd = open(CB_CRIU_KDAT, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -175,11 +204,11 @@ int cb_criu_kdat(char *why, size_t why_len) {
             int null = open(S_NULL, O_RDWR | O_CLOEXEC);
             if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(127);
             char *argv[] = {(char *) criu, (char *) "check", NULL};
-            execve(criu, argv, s_env);
+            execve(criu, argv, cb_criu_env);
             _exit(127);
         }
         int st = 0;
-        if (c < 0 || s_wait(c, CB_CRIU_TIMEOUT_MS, &st) < 0 || !WIFEXITED(st) ||
+        if (c < 0 || cb_criu_wait(c, CB_CRIU_TIMEOUT_MS, &st) < 0 || !WIFEXITED(st) ||
             WEXITSTATUS(st) != 0) {
             cb_fmt_why(why, why_len,
                        "criu check failed on this kernel (Debian 12's criu 3.17 runs on "
@@ -199,46 +228,78 @@ int cb_criu_kdat(char *why, size_t why_len) {
     return fd;
 }
 
+int cb_criu_run_cache(int kdat, char *why, size_t why_len) {
+    static char cache[CB_CRIU_KDAT_MAX];
+    if (chdir("/") < 0 ||
+        mount("criu", S_RUN, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, CB_CRIU_RUN_OPTS) < 0) {
+        cb_fmt_why(why, why_len,
+                   "mounting criu's tmpfs over the sandbox's %s: %s (is it a --pausable sandbox?)",
+                   S_RUN, strerror(errno));
+        return -1;
+    }
+    ssize_t n = pread(kdat, cache, sizeof cache, 0);
+    int out = open(CB_CRIU_KDAT, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (n <= 0 || out < 0 || cb_write_all(out, cache, (size_t) n) < 0) {
+        cb_fmt_why(why, why_len, "copying criu's feature cache: %s", strerror(errno));
+        if (out >= 0) close(out);
+        (void) umount2(S_RUN, MNT_DETACH);
+        return -1;
+    }
+    close(out);
+    return 0;
+}
+
+void cb_criu_run_cache_end(void) { (void) umount2(S_RUN, MNT_DETACH); }
+
+int cb_criu_open_ns(pid_t init, int *fds, char *why, size_t why_len) {
+    for (size_t i = 0; i < S_N_NS; i++) fds[i] = -1;
+    for (size_t i = 0; i < S_N_NS; i++) {
+        char path[64];
+        (void) snprintf(path, sizeof path, "/proc/%ld/ns/%s", (long) init, s_ns[i].name);
+        if ((fds[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+            cb_fmt_why(why, why_len, "the sandbox's %s namespace: %s", s_ns[i].name,
+                       strerror(errno));
+            cb_criu_close_ns(fds);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void cb_criu_close_ns(int *fds) {
+    for (size_t i = 0; i < S_N_NS; i++)
+        if (fds[i] >= 0) close(fds[i]), fds[i] = -1;
+}
+
+int cb_criu_join_ns(const int *fds, char *why, size_t why_len) {
+    for (size_t i = 0; i < S_N_NS; i++)
+        if (setns(fds[i], s_ns[i].type) < 0) {
+            cb_fmt_why(why, why_len, "joining the sandbox's %s namespace: %s", s_ns[i].name,
+                       strerror(errno));
+            return -1;
+        }
+    return 0;
+}
+
 /* The helper, in the sandbox's namespaces: the cache over /run, criu, the
  * cache taken away.  Writes why it could not on rep; exits with criu's
  * status (or 1). */
 __attribute__((noreturn)) static void s_helper(const int *ns, int kdat, int criu_fd, int dirfd,
                                                int null, char *const *argv, int rep) {
     char why[S_WHY_MAX];
-    for (size_t i = 0; i < S_N_NS; i++)
-        if (setns(ns[i], s_ns[i].type) < 0) {
-            cb_fmt_why(why, sizeof why, "joining the sandbox's %s namespace: %s", s_ns[i].name,
-                       strerror(errno));
-            goto fail;
-        }
-    if (chdir("/") < 0 ||
-        mount("criu", S_RUN, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, CB_CRIU_RUN_OPTS) < 0) {
-        cb_fmt_why(why, sizeof why,
-                   "mounting criu's tmpfs over the sandbox's %s: %s "
-                   "(is it a --pausable sandbox?)",
-                   S_RUN, strerror(errno));
-        goto fail;
-    }
-    static char cache[CB_CRIU_KDAT_MAX];
-    ssize_t n = pread(kdat, cache, sizeof cache, 0);
-    int out = open(CB_CRIU_KDAT, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (n <= 0 || out < 0 || cb_write_all(out, cache, (size_t) n) < 0) {
-        cb_fmt_why(why, sizeof why, "copying criu's feature cache: %s", strerror(errno));
-        (void) umount2(S_RUN, MNT_DETACH);
-        goto fail;
-    }
-    close(out);
+    if (cb_criu_join_ns(ns, why, sizeof why) < 0) goto fail;
+    if (cb_criu_run_cache(kdat, why, sizeof why) < 0) goto fail;
     pid_t c = fork();
     if (c == 0) { /* in the sandbox's pid namespace */
         if (fcntl(dirfd, F_SETFD, 0) < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
             dup2(null, 2) < 0)
             _exit(127);
-        fexecve(criu_fd, argv, s_env);
+        fexecve(criu_fd, argv, cb_criu_env);
         _exit(127);
     }
     int st = 0;
-    int timed_out = c < 0 ? 0 : s_wait(c, CB_CRIU_TIMEOUT_MS, &st);
-    (void) umount2(S_RUN, MNT_DETACH);
+    int timed_out = c < 0 ? 0 : cb_criu_wait(c, CB_CRIU_TIMEOUT_MS, &st);
+    cb_criu_run_cache_end();
     if (c < 0 || timed_out < 0) {
         cb_fmt_why(why, sizeof why, "%s", c < 0 ? "fork failed" : "criu dump took too long");
         goto fail;
@@ -291,15 +352,7 @@ int cb_criu_dump(pid_t init, pid_t copy, int dirfd, char *why, size_t why_len) {
         return -1;
     }
     if ((kdat = cb_criu_kdat(why, why_len)) < 0) return -1;
-    for (size_t i = 0; i < S_N_NS; i++) {
-        char path[64];
-        (void) snprintf(path, sizeof path, "/proc/%ld/ns/%s", (long) init, s_ns[i].name);
-        if ((ns[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-            cb_fmt_why(why, why_len, "the sandbox's %s namespace: %s", s_ns[i].name,
-                       strerror(errno));
-            goto out;
-        }
-    }
+    if (cb_criu_open_ns(init, ns, why, why_len) < 0) goto out;
     /* the copy must be of that sandbox: its pid namespace is init's */
     char cpath[64];
     struct stat want, have;
@@ -333,18 +386,19 @@ int cb_criu_dump(pid_t init, pid_t copy, int dirfd, char *why, size_t why_len) {
         if (r > 0) got += (size_t) r;
     said[got] = '\0';
     int st = 0;
-    if (s_wait(h, CB_CRIU_TIMEOUT_MS + 1000, &st) < 0) {
+    if (cb_criu_wait(h, CB_CRIU_TIMEOUT_MS + 1000, &st) < 0) {
         cb_fmt_why(why, why_len, "criu dump took too long");
     } else if (said[0] != '\0') {
         cb_fmt_why(why, why_len, "%s", said);
     } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         s_log_why(dirfd, WIFEXITED(st) ? WEXITSTATUS(st) : -1, why, why_len);
+    } else if (cb_criu_write_fds(&t, dirfd) < 0) {
+        cb_fmt_why(why, why_len, "writing the image's %s: %s", CB_CRIU_FDS, strerror(errno));
     } else {
         rc = 0;
     }
 out:
-    for (size_t i = 0; i < S_N_NS; i++)
-        if (ns[i] >= 0) close(ns[i]);
+    cb_criu_close_ns(ns);
     int fds[] = {kdat, criu_fd, null, rep[0], rep[1]};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0) close(fds[i]);

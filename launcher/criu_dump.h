@@ -35,11 +35,18 @@
 #define CB_CRIU_LOG        "dump.log" /* criu's log, in the image directory */
 #define CB_CRIU_WHY_LINES  4096       /* bytes of criu's log searched for its error */
 
+#define CB_CRIU_FDS      "fds.txt" /* the image's list of what the copy's pipes and sockets were */
+#define CB_CRIU_FDS_MAX  16        /* its pipes and sockets listed */
+#define CB_CRIU_LINK_MAX 32        /* bytes of one's name ("socket:[N]", "pipe:[N]") */
+
 /* What the dump of one process needs, read from the host's /proc. */
 typedef struct {
-    pid_t vpid;                             /* its pid in the sandbox's pid namespace */
-    size_t n_ext;                           /* its sockets */
-    unsigned long ext_ino[CB_CRIU_EXT_MAX]; /* ... their inodes */
+    pid_t vpid;                                   /* its pid in the sandbox's pid namespace */
+    size_t n_ext;                                 /* its sockets */
+    unsigned long ext_ino[CB_CRIU_EXT_MAX];       /* ... their inodes */
+    size_t n_fds;                                 /* its pipes and sockets */
+    int fd[CB_CRIU_FDS_MAX];                      /* ... their numbers */
+    char link[CB_CRIU_FDS_MAX][CB_CRIU_LINK_MAX]; /* ... and names, as criu's --inherit-fd */
 } cb_criu_target_t;
 
 /* criu's path on this host (Debian's), NULL when it is not installed. */
@@ -55,6 +62,11 @@ int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_le
 int cb_criu_dump_argv(const cb_criu_target_t *t, int dirfd, char *buf, size_t buf_len, char **argv,
                       size_t argv_max);
 
+/* Writes t's pipes and sockets into dirfd's CB_CRIU_FDS, one "FD NAME" line
+ * each: a restore hands criu the new sandbox's ends in their places
+ * (--inherit-fd fd[N]:NAME).  0 ok, -1 with errno. */
+int cb_criu_write_fds(const cb_criu_target_t *t, int dirfd);
+
 /* An open descriptor of criu's feature cache, made by `criu check` in the
  * launcher's namespaces first when there is none.  -1 with why. */
 int cb_criu_kdat(char *why, size_t why_len);
@@ -63,5 +75,21 @@ int cb_criu_kdat(char *why, size_t why_len);
  * host pid) into dirfd, from every namespace of the sandbox but its user
  * namespace.  Root only.  0 ok; -1 with why (criu's first error). */
 int cb_criu_dump(pid_t init, pid_t copy, int dirfd, char *why, size_t why_len);
+
+/* ---- shared with the restore (launcher/criu_restore.c) ---- */
+#define CB_CRIU_NS 6 /* the sandbox's namespaces criu joins: all but the user one */
+/* Opens init's namespaces (fds: CB_CRIU_NS of them).  0 ok, -1 with why. */
+int cb_criu_open_ns(pid_t init, int *fds, char *why, size_t why_len);
+void cb_criu_close_ns(int *fds);
+/* Joins them, the mount namespace last (single-threaded callers only). */
+int cb_criu_join_ns(const int *fds, char *why, size_t why_len);
+/* In the sandbox's mount namespace: the tmpfs over /run with the cache kdat
+ * (an fd) copied into it; cb_criu_run_cache_end takes it away. */
+int cb_criu_run_cache(int kdat, char *why, size_t why_len);
+void cb_criu_run_cache_end(void);
+/* waitpid with a deadline (the child is killed at it): 0, or -1 on timeout */
+int cb_criu_wait(pid_t pid, int timeout_ms, int *st);
+/* criu's environment */
+extern char *const cb_criu_env[];
 
 #endif

@@ -366,6 +366,10 @@ def test_the_launchers_dump_of_a_parked_copy_leaves_the_session_as_it_was():
             "the launcher's dump failed:\n%s%s\n%s" % (p.stdout, p.stderr, log[-3000:])
         assert os.path.exists(os.path.join(where, "core-%s.img" % vpid)), os.listdir(where)
         assert glob.glob(os.path.join(where, "pages-*.img")), os.listdir(where)
+        # what a restore hands criu in their places: the channels at 3 and 4
+        fds = dict(line.split() for line in open(os.path.join(where, "fds.txt")))
+        assert all(re.fullmatch(r"(socket|pipe):\[\d+\]", v) for v in fds.values()), fds
+        assert fds["3"].startswith("socket:") and fds["4"].startswith("socket:"), fds
         out, err = k.run("import os\nprint(open('/tmp/mine').read(), os.listdir('/run'), x)")
         assert (out, err) == ("kept [] 41\n", None), (out, err)
         k.run("x = 0")

@@ -1,7 +1,8 @@
 /*
  * test_criu_dump.c - the launcher's dump of a parked copy with CRIU
  * (launcher/criu_dump.c): what it reads of the process from /proc (its pid
- * in its namespace, its sockets by inode, bounded), criu's command line
+ * in its namespace, its sockets by inode, its pipes and sockets listed for
+ * a restore, bounded), criu's command line
  * (bounded, in order), and refusals that name their cause.
  *
  * The dump itself runs where Debian's criu works: in the test guest,
@@ -48,8 +49,8 @@ static pid_t s_holder(size_t n, unsigned long *ino) {
         for (size_t i = 0; i < n; i++)
             if (dup2(ends[i][0], hi + (int) i) < 0) _exit(1);
         int gw = dup2(go[1], hi + 64);
-        for (int fd = 3; fd < hi; fd++)
-            (void) close(fd);
+        for (int fd = 3; fd < 4096; fd++) /* only the ends and gw stay */
+            if ((fd < hi || fd >= hi + (int) n) && fd != gw) (void) close(fd);
         for (size_t i = 0; i < n; i++)
             if (dup2(hi + (int) i, 3 + (int) i) < 0) _exit(1);
         for (size_t i = 0; i < n; i++)
@@ -90,7 +91,52 @@ static void test_target(void) {
     TAP_EQ_INT(t.vpid, c, "its pid in its own namespace (ours here)");
     TAP_EQ_INT(t.n_ext, 2, "its two sockets, nothing else it holds");
     TAP_OK(s_has(&t, ino[0]) && s_has(&t, ino[1]), "named by their inodes");
+    TAP_EQ_INT(t.n_fds, 2, "listed for a restore: the two sockets");
+    char want[128];
+    (void) snprintf(want, sizeof want, "3 socket:[%lu]\n4 socket:[%lu]\n", ino[0], ino[1]);
+    char dir[] = "/tmp/cb-criu-dump-XXXXXX", got[256] = "";
+    int dfd = mkdtemp(dir) ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    TAP_EQ_INT(cb_criu_write_fds(&t, dfd), 0, "written into the image");
+    int f = openat(dfd, CB_CRIU_FDS, O_RDONLY | O_CLOEXEC);
+    ssize_t n = f < 0 ? -1 : read(f, got, sizeof got - 1);
+    got[n < 0 ? 0 : n] = '\0';
+    TAP_EQ_STR(got, want, "one \"FD NAME\" line each, as criu's --inherit-fd names them");
+    TAP_EQ_INT(cb_criu_write_fds(&t, dfd), -1, "never over an existing list");
+    if (f >= 0) close(f);
+    (void) unlinkat(dfd, CB_CRIU_FDS, 0);
+    if (dfd >= 0) close(dfd);
+    (void) rmdir(dir);
     s_end(c);
+}
+
+/* a pipe is listed too (the runner's stdout and stderr are the kernel's pipes) */
+static void test_pipes_listed(void) {
+    int p[2];
+    if (pipe(p) < 0) abort();
+    pid_t c = fork();
+    if (c == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(p[1], 2) < 0) _exit(1);
+        for (int fd = 3; fd < 4096; fd++)
+            (void) close(fd);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    struct stat st;
+    if (fstat(p[0], &st) < 0) abort();
+    cb_criu_target_t t;
+    char why[256] = "", want[48];
+    int rc = -1;
+    for (int i = 0; i < 200 && rc != 0; i++) { /* until the child has closed the rest */
+        rc = cb_criu_target(c, &t, why, sizeof why);
+        if (rc == 0 && (t.n_fds != 1 || t.n_ext != 0)) rc = -1, usleep(5000);
+    }
+    (void) snprintf(want, sizeof want, "pipe:[%lu]", (unsigned long) st.st_ino);
+    TAP_OK(rc == 0 && t.n_fds == 1 && t.fd[0] == 2 && strcmp(t.link[0], want) == 0,
+           "a pipe at fd 2 is listed as %s, not declared external", want);
+    s_end(c);
+    close(p[0]);
 }
 
 static void test_too_many_sockets(void) {
@@ -169,6 +215,7 @@ int main(void) {
     const char *live = getenv("CB_CRIU_DUMP_LIVE");
     if (live != NULL) return s_live(live);
     test_target();
+    test_pipes_listed();
     test_too_many_sockets();
     test_gone();
     test_argv();
