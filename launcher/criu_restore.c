@@ -1,0 +1,232 @@
+/*
+ * criu_restore.c - the launcher's restore of a parked copy's CRIU image into
+ * a new --pausable sandbox (see criu_restore.h).
+ */
+#include "launcher/criu_restore.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "isolate/landlock.h"
+#include "isolate/util.h"
+
+#define S_FDS_TEXT_MAX (CB_CRIU_FDS_MAX * (CB_CRIU_LINK_MAX + 16)) /* bytes of fds.txt */
+#define S_WHY_MAX      256                                         /* the helper's reason */
+#define S_NULL         "/dev/null"
+
+int cb_criu_read_fds(int imgfd, int *fds, char (*names)[CB_CRIU_LINK_MAX], size_t max, char *why,
+                     size_t why_len) {
+    char text[S_FDS_TEXT_MAX + 1];
+    cb_autofd int f = openat(imgfd, CB_CRIU_FDS, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t n = f < 0 ? -1 : read(f, text, sizeof text);
+    if (n < 0 || (size_t) n > S_FDS_TEXT_MAX) {
+        cb_fmt_why(why, why_len, "the image's %s: %s", CB_CRIU_FDS,
+                   n < 0 ? strerror(errno) : "too long");
+        return -1;
+    }
+    text[n] = '\0';
+    size_t count = 0;
+    for (char *line = text, *next; *line != '\0'; line = next) {
+        next = strchr(line, '\n');
+        if (next == NULL) {
+            cb_fmt_why(why, why_len, "the image's %s: an unfinished line", CB_CRIU_FDS);
+            return -1;
+        }
+        *next++ = '\0';
+        int fd, used = 0;
+        char kind[8];
+        unsigned long ino;
+        if (count == max || sscanf(line, "%d %7[a-z]:[%lu]%n", &fd, kind, &ino, &used) != 3 ||
+            line[used] != '\0' || fd < 0 || fd > CB_CRIU_FD_MAX ||
+            (strcmp(kind, "pipe") != 0 && strcmp(kind, "socket") != 0)) {
+            cb_fmt_why(why, why_len,
+                       "the image's %s: line %zu is not \"FD pipe:[N]\" or "
+                       "\"FD socket:[N]\" (at most %zu)",
+                       CB_CRIU_FDS, count + 1, max);
+            return -1;
+        }
+        fds[count] = fd;
+        (void) snprintf(names[count], CB_CRIU_LINK_MAX, "%s:[%lu]", kind, ino);
+        count++;
+    }
+    return (int) count;
+}
+
+int cb_criu_restore_argv(const cb_criu_restore_t *r, char *buf, size_t buf_len, char **argv,
+                         size_t argv_max) {
+    const char *criu = cb_criu_path();
+    size_t used = 0, n = 0;
+#define S_WORD_(...)                                                                               \
+    do {                                                                                           \
+        int w_ = snprintf(buf + used, buf_len - used, __VA_ARGS__);                                \
+        if (w_ < 0 || (size_t) w_ >= buf_len - used || n + 2 > argv_max) return -1;                \
+        argv[n++] = buf + used;                                                                    \
+        used += (size_t) w_ + 1;                                                                   \
+    } while (0)
+    if (buf_len == 0 || r->n_inherit > CB_CRIU_FDS_MAX) return -1;
+    S_WORD_("%s", criu ? criu : "/usr/sbin/criu");
+    S_WORD_("restore");
+    S_WORD_("-D");
+    S_WORD_("/proc/self/fd/%d", r->imgfd);
+    S_WORD_("-W");
+    S_WORD_("/proc/self/fd/%d", r->workfd);
+    S_WORD_("-o");
+    S_WORD_("%s", CB_CRIU_RESTORE_LOG);
+    S_WORD_("--restore-detached");
+    S_WORD_("--manage-cgroups=ignore");
+    S_WORD_("--join-ns");
+    S_WORD_("user:/proc/self/fd/%d,0,0", CB_CRIU_USERNS_FD);
+    for (size_t i = 0; i < r->n_inherit; i++) {
+        S_WORD_("--inherit-fd");
+        S_WORD_("fd[%d]:%s", CB_CRIU_INHERIT_FD0 + (int) i, r->inherit[i].name);
+    }
+#undef S_WORD_
+    argv[n] = NULL;
+    return 0;
+}
+
+/* criu itself, in the sandbox's pid namespace: its descriptors where the
+ * command line names them, no_new_privs, the Landlock domain, exec. */
+__attribute__((noreturn)) static void s_criu(const cb_criu_restore_t *r, int userns, int criu_fd,
+                                             int null, char *const *argv) {
+    if (dup2(userns, CB_CRIU_USERNS_FD) < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
+        dup2(null, 2) < 0)
+        _exit(127);
+    for (size_t i = 0; i < r->n_inherit; i++)
+        if (dup2(r->inherit[i].fd, CB_CRIU_INHERIT_FD0 + (int) i) < 0) _exit(127);
+    if (fcntl(r->imgfd, F_SETFD, 0) < 0 || fcntl(r->workfd, F_SETFD, 0) < 0) _exit(127);
+    /* the work directory is named by its fd: a path of the host is not there */
+    char work[32];
+    (void) snprintf(work, sizeof work, "/proc/self/fd/%d", r->workfd);
+    const char *dirs[CB_CRIU_LL_MAX + 2];
+    size_t nd = 0;
+    for (size_t i = 0; r->rw_dirs != NULL && r->rw_dirs[i] != NULL && nd < CB_CRIU_LL_MAX; i++)
+        dirs[nd++] = r->rw_dirs[i];
+    dirs[nd++] = work;
+    dirs[nd] = NULL;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+        cb_landlock_apply(cb_landlock_abi(), dirs, r->rw_files) < 0)
+        _exit(126);
+    fexecve(criu_fd, argv, cb_criu_env);
+    _exit(127);
+}
+
+/* The helper: the sandbox's cgroup and namespaces, the feature cache, criu. */
+__attribute__((noreturn)) static void s_helper(const cb_criu_restore_t *r, const int *ns,
+                                               int userns, int kdat, int criu_fd, int null,
+                                               char *const *argv, int rep) {
+    char why[S_WHY_MAX], pid[24];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long) getpid());
+    for (int i = 0; i < CB_CRIU_CGROUP_FDS; i++)
+        if (r->cgroup_procs[i] >= 0 && write(r->cgroup_procs[i], pid, (size_t) n) != n) {
+            cb_fmt_why(why, sizeof why, "joining the sandbox's cgroup: %s", strerror(errno));
+            goto fail;
+        }
+    if (cb_criu_join_ns(ns, why, sizeof why) < 0 || cb_criu_run_cache(kdat, why, sizeof why) < 0)
+        goto fail;
+    pid_t c = fork();
+    if (c == 0) s_criu(r, userns, criu_fd, null, argv);
+    int st = 0;
+    int timed_out = c < 0 ? 0 : cb_criu_wait(c, CB_CRIU_TIMEOUT_MS, &st);
+    cb_criu_run_cache_end();
+    if (c < 0 || timed_out < 0) {
+        cb_fmt_why(why, sizeof why, "%s", c < 0 ? "fork failed" : "criu restore took too long");
+        goto fail;
+    }
+    if (WIFEXITED(st) && (WEXITSTATUS(st) == 127 || WEXITSTATUS(st) == 126)) {
+        cb_fmt_why(why, sizeof why, "%s",
+                   WEXITSTATUS(st) == 126 ? "criu could not be confined (no_new_privs, Landlock)"
+                                          : "criu could not be executed");
+        goto fail;
+    }
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+fail:
+    (void) cb_write_all(rep, why, strlen(why));
+    _exit(1);
+}
+
+/* criu's first error in its restore log in the work directory */
+static void s_log_why(int workfd, int code, char *why, size_t why_len) {
+    static char log[1u << 16];
+    cb_autofd int fd = openat(workfd, CB_CRIU_RESTORE_LOG, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, log, sizeof log - 1);
+    char *err = NULL;
+    if (n > 0) {
+        log[n] = '\0';
+        err = strstr(log, "Error (");
+    }
+    if (err == NULL)
+        cb_fmt_why(why, why_len, "criu restore failed (exit %d, no error in its log)", code);
+    else
+        cb_fmt_why(why, why_len, "criu restore failed: %.*s", (int) strcspn(err, "\n"), err);
+}
+
+int cb_criu_restore(const cb_criu_restore_t *r, char *why, size_t why_len) {
+    why[0] = '\0';
+    int ns[CB_CRIU_NS], userns = -1, kdat = -1, criu_fd = -1, null = -1, rep[2] = {-1, -1};
+    int rc = -1;
+    static char buf[CB_CRIU_ARG_BYTES * 2];
+    char *argv[CB_CRIU_RESTORE_ARGV + 1];
+    for (int i = 0; i < CB_CRIU_NS; i++)
+        ns[i] = -1;
+    const char *criu = cb_criu_path();
+    if (criu == NULL) {
+        cb_fmt_why(why, why_len, "criu is not installed (apt-get install criu)");
+        return -1;
+    }
+    if (cb_criu_restore_argv(r, buf, sizeof buf, argv, CB_CRIU_RESTORE_ARGV + 1) < 0) {
+        cb_fmt_why(why, why_len, "criu's command line does not fit");
+        return -1;
+    }
+    char upath[64];
+    (void) snprintf(upath, sizeof upath, "/proc/%ld/ns/user", (long) r->init);
+    if ((kdat = cb_criu_kdat(why, why_len)) < 0 || cb_criu_open_ns(r->init, ns, why, why_len) < 0)
+        goto out;
+    if ((userns = open(upath, O_RDONLY | O_CLOEXEC)) < 0 ||
+        (criu_fd = open(criu, O_RDONLY | O_CLOEXEC)) < 0 ||
+        (null = open(S_NULL, O_RDWR | O_CLOEXEC)) < 0 || pipe2(rep, O_CLOEXEC) < 0) {
+        cb_fmt_why(why, why_len, "preparing criu: %s", strerror(errno));
+        goto out;
+    }
+    pid_t h = fork();
+    if (h == 0) {
+        close(rep[0]);
+        s_helper(r, ns, userns, kdat, criu_fd, null, argv, rep[1]);
+    }
+    close(rep[1]);
+    rep[1] = -1;
+    if (h < 0) {
+        cb_fmt_why(why, why_len, "fork: %s", strerror(errno));
+        goto out;
+    }
+    char said[S_WHY_MAX] = "";
+    size_t got = 0;
+    for (ssize_t k;
+         got < sizeof said - 1 &&
+         ((k = read(rep[0], said + got, sizeof said - 1 - got)) > 0 || (k < 0 && errno == EINTR));)
+        if (k > 0) got += (size_t) k;
+    said[got] = '\0';
+    int st = 0;
+    if (cb_criu_wait(h, CB_CRIU_TIMEOUT_MS + 1000, &st) < 0)
+        cb_fmt_why(why, why_len, "criu restore took too long");
+    else if (said[0] != '\0')
+        cb_fmt_why(why, why_len, "%s", said);
+    else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        s_log_why(r->workfd, WIFEXITED(st) ? WEXITSTATUS(st) : -1, why, why_len);
+    else
+        rc = 0;
+out:
+    cb_criu_close_ns(ns);
+    int fds[] = {userns, kdat, criu_fd, null, rep[0], rep[1]};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    return rc;
+}
