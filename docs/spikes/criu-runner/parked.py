@@ -109,7 +109,14 @@ shutil.rmtree(DUMP, True)
 os.makedirs(DUMP)
 dfd = os.open(DUMP, os.O_RDONLY | os.O_DIRECTORY)
 t = time.monotonic()
-r = subprocess.run(["nsenter", "-t", str(init), "--mount", "--pid", "--net", "--ipc", "--uts",
+if os.environ.get("DUMPER") == "launcher":  # the launcher's dump (launcher/criu_dump.c)
+    os.close(dfd)
+    r = subprocess.run([BUILD + "/tests/test_criu_dump"], capture_output=True, text=True,
+                       env={"CB_CRIU_DUMP_LIVE": "%d %d %s" % (init, copy, DUMP)})
+    print(r.stdout, r.stderr)
+    sh("cat %s/fds.txt" % DUMP)
+else:
+  r = subprocess.run(["nsenter", "-t", str(init), "--mount", "--pid", "--net", "--ipc", "--uts",
                     "--cgroup", "--", "sh", "-c",
                     "mount -t tmpfs criu /tmp && criu dump -v4 -t %s -D /proc/self/fd/%d "
                     "-o dump.log --leave-running %s; rc=$?; umount /tmp; exit $rc"
@@ -157,6 +164,12 @@ sh("criu check; cp /run/criu.kdat %s; chmod 644 %s" % (KDAT, KDAT))
 os.chmod(DUMP, 0o755)
 sh("chmod -R a+rX " + DUMP)
 os.environ["PARKFIFO"] = park
+if os.environ.get("RESTORER") == "launcher":  # the launcher's restorer (launcher/criu_restore.c)
+    drv = os.path.join(WORK, "restore_drv")
+    here = os.path.dirname(os.path.abspath(__file__))
+    sh("cc -D_GNU_SOURCE -iquote %s -o %s %s/restore_drv.c %s/lib/libcb_launcher.a "
+       "%s/lib/libcb_isolate.a -lprotobuf-c" % (REPO, drv, here, BUILD, BUILD))
+    os.environ["RESTORE_DRV"] = drv
 t = time.monotonic()
 child, ev, out_r, err_r, cg = restore2.main(DUMP, links)
 print("TIMES restore %.3f s" % (time.monotonic() - t))
