@@ -37,8 +37,8 @@ const char *cb_snappause_why(const cb_kernel_t *k) {
                "its filesystems are 9p exports (its root and home are); checkpoints in place "
                "(cellblock_checkpoint_request) work in it, and --isolation gvisor can pause";
     return "pausing the namespaces tier is not built yet: the sandbox CRIU can dump is "
-           "(--pausable), and so is the launcher's dump of a checkpoint; the restore is not "
-           "(docs/SNAPSHOTS.md 'Not done'), and Debian 12's criu 3.17 fails on kernels from 6.13 on ('Unexpected "
+           "(--pausable), and so are the launcher's dump and restorer; the resume that uses them "
+           "is not (docs/SNAPSHOTS.md 'Not done'), and Debian 12's criu 3.17 fails on kernels from 6.13 on ('Unexpected "
            "rt vDSO area bounds'); use --isolation gvisor to pause, or checkpoints in place "
            "(cellblock_checkpoint_request), which work in every tier";
 }
