@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 /* A child holding n socketpair ends (its fds 3..) and nothing else but
- * /dev/null; ino[] gets their inodes.  It waits for a byte on its fd 0's
- * pipe... or simply pauses until killed. */
+ * /dev/null; ino[] gets their inodes.  It is ready when it has closed its
+ * end of a pipe (the parent reads the pipe's end), and pauses until killed. */
 static pid_t s_holder(size_t n, unsigned long *ino) {
     int ends[64][2];
     if (n > 64) abort();
@@ -55,14 +55,13 @@ static pid_t s_holder(size_t n, unsigned long *ino) {
             if (dup2(hi + (int) i, 3 + (int) i) < 0) _exit(1);
         for (size_t i = 0; i < n; i++)
             (void) close(hi + (int) i);
-        if (write(gw, "r", 1) != 1) _exit(1);
-        close(gw);
+        close(gw); /* ready: the parent reads the end of the pipe, and no fd of it stays here */
         for (;;)
             pause();
     }
     close(go[1]);
     char b;
-    if (c < 0 || read(go[0], &b, 1) != 1) abort();
+    if (c < 0 || read(go[0], &b, 1) != 0) abort();
     close(go[0]);
     for (size_t i = 0; i < n; i++) {
         close(ends[i][0]);
