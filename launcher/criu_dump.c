@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,35 +125,47 @@ int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_le
     return rc;
 }
 
+void cb_criu_word(cb_criu_words_t *w, const char *fmt, ...) {
+    if (w->over || w->used >= w->len || w->n + 2 > w->max) {
+        w->over = 1;
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(w->buf + w->used, w->len - w->used, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t) n >= w->len - w->used) {
+        w->over = 1;
+        return;
+    }
+    w->argv[w->n++] = w->buf + w->used;
+    w->used += (size_t) n + 1;
+}
+
+int cb_criu_words_end(cb_criu_words_t *w) {
+    if (w->over || w->n >= w->max) return -1;
+    w->argv[w->n] = NULL;
+    return 0;
+}
+
 int cb_criu_dump_argv(const cb_criu_target_t *t, int dirfd, char *buf, size_t buf_len, char **argv,
                       size_t argv_max) {
     const char *criu = cb_criu_path();
-    size_t used = 0, n = 0;
-    /* one word into buf; -1 when it or the word count does not fit */
-#define S_WORD_(...)                                                                               \
-    do {                                                                                           \
-        int w_ = snprintf(buf + used, buf_len - used, __VA_ARGS__);                                \
-        if (w_ < 0 || (size_t) w_ >= buf_len - used || n + 2 > argv_max) return -1;                \
-        argv[n++] = buf + used;                                                                    \
-        used += (size_t) w_ + 1;                                                                   \
-    } while (0)
-    if (buf_len == 0) return -1;
-    S_WORD_("%s", criu ? criu : s_criu_paths[0]);
-    S_WORD_("dump");
-    S_WORD_("-t");
-    S_WORD_("%ld", (long) t->vpid);
-    S_WORD_("-D");
-    S_WORD_("/proc/self/fd/%d", dirfd);
-    S_WORD_("-o");
-    S_WORD_("%s", CB_CRIU_LOG);
-    S_WORD_("--leave-running");
+    cb_criu_words_t w = {.buf = buf, .len = buf_len, .argv = argv, .max = argv_max};
+    cb_criu_word(&w, "%s", criu ? criu : s_criu_paths[0]);
+    cb_criu_word(&w, "dump");
+    cb_criu_word(&w, "-t");
+    cb_criu_word(&w, "%ld", (long) t->vpid);
+    cb_criu_word(&w, "-D");
+    cb_criu_word(&w, "/proc/self/fd/%d", dirfd);
+    cb_criu_word(&w, "-o");
+    cb_criu_word(&w, "%s", CB_CRIU_LOG);
+    cb_criu_word(&w, "--leave-running");
     for (size_t i = 0; i < t->n_ext; i++) {
-        S_WORD_("--external");
-        S_WORD_("unix[%lu]", t->ext_ino[i]);
+        cb_criu_word(&w, "--external");
+        cb_criu_word(&w, "unix[%lu]", t->ext_ino[i]);
     }
-#undef S_WORD_
-    argv[n] = NULL;
-    return 0;
+    return cb_criu_words_end(&w);
 }
 
 int cb_criu_write_fds(const cb_criu_target_t *t, int dirfd) {
@@ -252,7 +265,8 @@ int cb_criu_run_cache(int kdat, char *why, size_t why_len) {
 void cb_criu_run_cache_end(void) { (void) umount2(S_RUN, MNT_DETACH); }
 
 int cb_criu_open_ns(pid_t init, int *fds, char *why, size_t why_len) {
-    for (size_t i = 0; i < S_N_NS; i++) fds[i] = -1;
+    for (size_t i = 0; i < S_N_NS; i++)
+        fds[i] = -1;
     for (size_t i = 0; i < S_N_NS; i++) {
         char path[64];
         (void) snprintf(path, sizeof path, "/proc/%ld/ns/%s", (long) init, s_ns[i].name);
@@ -314,22 +328,44 @@ fail:
     _exit(1);
 }
 
-/* criu's first error in its log in dirfd, or a note that there is none */
-static void s_log_why(int dirfd, int code, char *why, size_t why_len) {
-    static char log[CB_CRIU_WHY_LINES * 16];
-    cb_autofd int fd = openat(dirfd, CB_CRIU_LOG, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, log, sizeof log - 1);
+void cb_criu_log_why(int dirfd, const char *log, const char *what, int code, char *why,
+                     size_t why_len) {
+    static char text[CB_CRIU_LOG_SCAN];
+    cb_autofd int fd = openat(dirfd, log, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
     char *err = NULL;
     if (n > 0) {
-        log[n] = '\0';
-        err = strstr(log, "Error (");
+        text[n] = '\0';
+        err = strstr(text, "Error (");
     }
-    if (err == NULL) {
-        cb_fmt_why(why, why_len, "criu dump failed (exit %d, no error in its log)", code);
-        return;
-    }
-    size_t len = strcspn(err, "\n");
-    cb_fmt_why(why, why_len, "criu dump failed: %.*s", (int) len, err);
+    if (err == NULL)
+        cb_fmt_why(why, why_len, "criu %s failed (exit %d, no error in its log)", what, code);
+    else
+        cb_fmt_why(why, why_len, "criu %s failed: %.*s", what, (int) strcspn(err, "\n"), err);
+}
+
+void cb_criu_read_reason(int fd, char *buf, size_t len) {
+    size_t got = 0;
+    for (ssize_t r; got + 1 < len &&
+                    ((r = read(fd, buf + got, len - 1 - got)) > 0 || (r < 0 && errno == EINTR));)
+        if (r > 0) got += (size_t) r;
+    if (len > 0) buf[got] = '\0';
+}
+
+int cb_criu_helper_result(pid_t h, int rep, int logdir, const char *log, const char *what,
+                          char *why, size_t why_len) {
+    char said[S_WHY_MAX]; /* the helper's reason, up to its end of the pipe */
+    cb_criu_read_reason(rep, said, sizeof said);
+    int st = 0;
+    if (cb_criu_wait(h, CB_CRIU_TIMEOUT_MS + 1000, &st) < 0)
+        cb_fmt_why(why, why_len, "criu %s took too long", what);
+    else if (said[0] != '\0')
+        cb_fmt_why(why, why_len, "%s", said);
+    else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        cb_criu_log_why(logdir, log, what, WIFEXITED(st) ? WEXITSTATUS(st) : -1, why, why_len);
+    else
+        return 0;
+    return -1;
 }
 
 int cb_criu_dump(pid_t init, pid_t copy, int dirfd, char *why, size_t why_len) {
@@ -378,25 +414,11 @@ int cb_criu_dump(pid_t init, pid_t copy, int dirfd, char *why, size_t why_len) {
         cb_fmt_why(why, why_len, "fork: %s", strerror(errno));
         goto out;
     }
-    char said[S_WHY_MAX] = ""; /* the helper's reason, up to its end of the pipe */
-    size_t got = 0;
-    for (ssize_t r;
-         got < sizeof said - 1 &&
-         ((r = read(rep[0], said + got, sizeof said - 1 - got)) > 0 || (r < 0 && errno == EINTR));)
-        if (r > 0) got += (size_t) r;
-    said[got] = '\0';
-    int st = 0;
-    if (cb_criu_wait(h, CB_CRIU_TIMEOUT_MS + 1000, &st) < 0) {
-        cb_fmt_why(why, why_len, "criu dump took too long");
-    } else if (said[0] != '\0') {
-        cb_fmt_why(why, why_len, "%s", said);
-    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        s_log_why(dirfd, WIFEXITED(st) ? WEXITSTATUS(st) : -1, why, why_len);
-    } else if (cb_criu_write_fds(&t, dirfd) < 0) {
+    if (cb_criu_helper_result(h, rep[0], dirfd, CB_CRIU_LOG, "dump", why, why_len) < 0) goto out;
+    if (cb_criu_write_fds(&t, dirfd) < 0)
         cb_fmt_why(why, why_len, "writing the image's %s: %s", CB_CRIU_FDS, strerror(errno));
-    } else {
+    else
         rc = 0;
-    }
 out:
     cb_criu_close_ns(ns);
     int fds[] = {kdat, criu_fd, null, rep[0], rep[1]};

@@ -31,9 +31,9 @@
 #define CB_CRIU_KDAT       "/run/criu.kdat" /* criu's feature cache (criu check writes it) */
 #define CB_CRIU_KDAT_MAX   (64u << 10)      /* bytes of it we copy */
 #define CB_CRIU_RUN_OPTS   "mode=0700,size=1m,nr_inodes=16" /* the tmpfs over the sandbox's /run */
-#define CB_CRIU_TIMEOUT_MS 600000     /* a dump or a check longer than this is killed */
-#define CB_CRIU_LOG        "dump.log" /* criu's log, in the image directory */
-#define CB_CRIU_WHY_LINES  4096       /* bytes of criu's log searched for its error */
+#define CB_CRIU_TIMEOUT_MS 600000      /* a dump or a check longer than this is killed */
+#define CB_CRIU_LOG        "dump.log"  /* criu's log, in the image directory */
+#define CB_CRIU_LOG_SCAN   (64u << 10) /* bytes of criu's log searched for its first error */
 
 #define CB_CRIU_FDS      "fds.txt" /* the image's list of what the copy's pipes and sockets were */
 #define CB_CRIU_FDS_MAX  16        /* its pipes and sockets listed */
@@ -89,6 +89,28 @@ int cb_criu_run_cache(int kdat, char *why, size_t why_len);
 void cb_criu_run_cache_end(void);
 /* waitpid with a deadline (the child is killed at it): 0, or -1 on timeout */
 int cb_criu_wait(pid_t pid, int timeout_ms, int *st);
+/* criu's command line, word by word, into a caller's buffer (argv points
+ * into buf); cb_criu_words_end ends it with NULL: 0, or -1 when any word or
+ * the count did not fit (never a cut word) */
+typedef struct {
+    char *buf;
+    size_t len, used;
+    char **argv;
+    size_t max, n;
+    int over;
+} cb_criu_words_t;
+void cb_criu_word(cb_criu_words_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cb_criu_words_end(cb_criu_words_t *w);
+/* why criu failed: the first error in its log (in dirfd), else its exit code */
+void cb_criu_log_why(int dirfd, const char *log, const char *what, int code, char *why,
+                     size_t why_len);
+/* what a helper wrote on fd up to its end ("" for nothing), NUL-terminated */
+void cb_criu_read_reason(int fd, char *buf, size_t len);
+/* A helper's end: its reason on rep, or criu's failure from its log in
+ * logdir, or 0 when criu succeeded (the helper waited for at most the
+ * bound) */
+int cb_criu_helper_result(pid_t h, int rep, int logdir, const char *log, const char *what,
+                          char *why, size_t why_len);
 /* criu's environment */
 extern char *const cb_criu_env[];
 

@@ -63,34 +63,25 @@ int cb_criu_read_fds(int imgfd, int *fds, char (*names)[CB_CRIU_LINK_MAX], size_
 int cb_criu_restore_argv(const cb_criu_restore_t *r, char *buf, size_t buf_len, char **argv,
                          size_t argv_max) {
     const char *criu = cb_criu_path();
-    size_t used = 0, n = 0;
-#define S_WORD_(...)                                                                               \
-    do {                                                                                           \
-        int w_ = snprintf(buf + used, buf_len - used, __VA_ARGS__);                                \
-        if (w_ < 0 || (size_t) w_ >= buf_len - used || n + 2 > argv_max) return -1;                \
-        argv[n++] = buf + used;                                                                    \
-        used += (size_t) w_ + 1;                                                                   \
-    } while (0)
-    if (buf_len == 0 || r->n_inherit > CB_CRIU_FDS_MAX) return -1;
-    S_WORD_("%s", criu ? criu : "/usr/sbin/criu");
-    S_WORD_("restore");
-    S_WORD_("-D");
-    S_WORD_("/proc/self/fd/%d", r->imgfd);
-    S_WORD_("-W");
-    S_WORD_("/proc/self/fd/%d", r->workfd);
-    S_WORD_("-o");
-    S_WORD_("%s", CB_CRIU_RESTORE_LOG);
-    S_WORD_("--restore-detached");
-    S_WORD_("--manage-cgroups=ignore");
-    S_WORD_("--join-ns");
-    S_WORD_("user:/proc/self/fd/%d,0,0", CB_CRIU_USERNS_FD);
+    cb_criu_words_t w = {.buf = buf, .len = buf_len, .argv = argv, .max = argv_max};
+    if (r->n_inherit > CB_CRIU_FDS_MAX) return -1;
+    cb_criu_word(&w, "%s", criu ? criu : "/usr/sbin/criu");
+    cb_criu_word(&w, "restore");
+    cb_criu_word(&w, "-D");
+    cb_criu_word(&w, "/proc/self/fd/%d", r->imgfd);
+    cb_criu_word(&w, "-W");
+    cb_criu_word(&w, "/proc/self/fd/%d", r->workfd);
+    cb_criu_word(&w, "-o");
+    cb_criu_word(&w, "%s", CB_CRIU_RESTORE_LOG);
+    cb_criu_word(&w, "--restore-detached");
+    cb_criu_word(&w, "--manage-cgroups=ignore");
+    cb_criu_word(&w, "--join-ns");
+    cb_criu_word(&w, "user:/proc/self/fd/%d,0,0", CB_CRIU_USERNS_FD);
     for (size_t i = 0; i < r->n_inherit; i++) {
-        S_WORD_("--inherit-fd");
-        S_WORD_("fd[%d]:%s", CB_CRIU_INHERIT_FD0 + (int) i, r->inherit[i].name);
+        cb_criu_word(&w, "--inherit-fd");
+        cb_criu_word(&w, "fd[%d]:%s", CB_CRIU_INHERIT_FD0 + (int) i, r->inherit[i].name);
     }
-#undef S_WORD_
-    argv[n] = NULL;
-    return 0;
+    return cb_criu_words_end(&w);
 }
 
 /* criu itself, in the sandbox's pid namespace: its descriptors where the
@@ -153,22 +144,6 @@ fail:
     _exit(1);
 }
 
-/* criu's first error in its restore log in the work directory */
-static void s_log_why(int workfd, int code, char *why, size_t why_len) {
-    static char log[1u << 16];
-    cb_autofd int fd = openat(workfd, CB_CRIU_RESTORE_LOG, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, log, sizeof log - 1);
-    char *err = NULL;
-    if (n > 0) {
-        log[n] = '\0';
-        err = strstr(log, "Error (");
-    }
-    if (err == NULL)
-        cb_fmt_why(why, why_len, "criu restore failed (exit %d, no error in its log)", code);
-    else
-        cb_fmt_why(why, why_len, "criu restore failed: %.*s", (int) strcspn(err, "\n"), err);
-}
-
 int cb_criu_restore(const cb_criu_restore_t *r, char *why, size_t why_len) {
     why[0] = '\0';
     int ns[CB_CRIU_NS], userns = -1, kdat = -1, criu_fd = -1, null = -1, rep[2] = {-1, -1};
@@ -207,22 +182,7 @@ int cb_criu_restore(const cb_criu_restore_t *r, char *why, size_t why_len) {
         cb_fmt_why(why, why_len, "fork: %s", strerror(errno));
         goto out;
     }
-    char said[S_WHY_MAX] = "";
-    size_t got = 0;
-    for (ssize_t k;
-         got < sizeof said - 1 &&
-         ((k = read(rep[0], said + got, sizeof said - 1 - got)) > 0 || (k < 0 && errno == EINTR));)
-        if (k > 0) got += (size_t) k;
-    said[got] = '\0';
-    int st = 0;
-    if (cb_criu_wait(h, CB_CRIU_TIMEOUT_MS + 1000, &st) < 0)
-        cb_fmt_why(why, why_len, "criu restore took too long");
-    else if (said[0] != '\0')
-        cb_fmt_why(why, why_len, "%s", said);
-    else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        s_log_why(r->workfd, WIFEXITED(st) ? WEXITSTATUS(st) : -1, why, why_len);
-    else
-        rc = 0;
+    rc = cb_criu_helper_result(h, rep[0], r->workfd, CB_CRIU_RESTORE_LOG, "restore", why, why_len);
 out:
     cb_criu_close_ns(ns);
     int fds[] = {userns, kdat, criu_fd, null, rep[0], rep[1]};

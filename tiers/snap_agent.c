@@ -178,21 +178,24 @@ static void s_doom(cb_snap_agent_t *a, cb_snap_slot_t *s) {
  * done, so they are the files of the moment of the fork, which the runner
  * makes meanwhile.  "armed ID BYTES FILES" is all the kernel waits for on
  * this side: the copy parks afterwards ("saved"), or is reported lost. */
-static void s_arm(cb_snap_agent_t *a, long id) {
+cb_snap_slot_t *cb_snap_new_slot_(cb_snap_agent_t *a, long id) {
     if (a->unavailable[0]) {
         cb_snap_say_(a, "fail %ld %s", id, a->unavailable);
-        return;
+        return NULL;
     }
     for (int i = 0; i < CB_SNAP_SLOTS; i++) /* doomed ones too: a fifo has the id's name */
         if (a->slot[i].id == id) {
             cb_snap_say_(a, "fail %ld the id is taken", id);
-            return;
+            return NULL;
         }
     cb_snap_slot_t *s = cb_snap_find_(a, 0);
-    if (s == NULL) {
-        cb_snap_say_(a, "fail %ld %d checkpoints are kept already", id, CB_SNAP_MAX);
-        return;
-    }
+    if (s == NULL) cb_snap_say_(a, "fail %ld %d checkpoints are kept already", id, CB_SNAP_MAX);
+    return s;
+}
+
+static void s_arm(cb_snap_agent_t *a, long id) {
+    cb_snap_slot_t *s = cb_snap_new_slot_(a, id);
+    if (s == NULL) return;
     int fifo = cb_snap_make_fifo_(a, id);
     if (fifo < 0) {
         cb_snap_say_(a, "fail %ld making the park fifo: %s", id, strerror(errno));

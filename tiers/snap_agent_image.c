@@ -99,20 +99,8 @@ void cb_snap_import_(cb_snap_agent_t *a, long id, int dir) {
         cb_snap_say_(a, "fail %ld import needs a directory sent with it", id);
         return;
     }
-    if (a->unavailable[0]) {
-        cb_snap_say_(a, "fail %ld %s", id, a->unavailable);
-        return;
-    }
-    for (int i = 0; i < CB_SNAP_SLOTS; i++) /* doomed ones too: a fifo has the id's name */
-        if (a->slot[i].id == id) {
-            cb_snap_say_(a, "fail %ld the id is taken", id);
-            return;
-        }
-    cb_snap_slot_t *s = cb_snap_find_(a, 0);
-    if (s == NULL) {
-        cb_snap_say_(a, "fail %ld %d checkpoints are kept already", id, CB_SNAP_MAX);
-        return;
-    }
+    cb_snap_slot_t *s = cb_snap_new_slot_(a, id);
+    if (s == NULL) return;
     char why[CB_SNAP_WHY_MAX] = "";
     int top = cb_snap_store_dir_(a, id, true);
     if (top < 0) {

@@ -18,6 +18,9 @@ int64_t cb_snap_now_ms_(void);
 void cb_snap_say_(cb_snap_agent_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* the slot of checkpoint id (a doomed one is no checkpoint), or a free one for id 0 */
 cb_snap_slot_t *cb_snap_find_(cb_snap_agent_t *a, long id);
+/* a free slot for a new checkpoint id, NULL (said why) when there are no
+ * checkpoints here, the id is taken or every slot is */
+cb_snap_slot_t *cb_snap_new_slot_(cb_snap_agent_t *a, long id);
 /* the store's directory of checkpoint id, opened (made when create) */
 int cb_snap_store_dir_(cb_snap_agent_t *a, long id, bool create);
 /* a fresh park fifo for id, opened O_RDWR */
