@@ -88,11 +88,16 @@ int cb_criu_restore_argv(const cb_criu_restore_t *r, char *buf, size_t buf_len, 
  * command line names them, no_new_privs, the Landlock domain, exec. */
 __attribute__((noreturn)) static void s_criu(const cb_criu_restore_t *r, int userns, int criu_fd,
                                              int null, char *const *argv) {
-    if (dup2(userns, CB_CRIU_USERNS_FD) < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
+    /* every source out of the targets' way first (one may sit on another's target) */
+    int moved[CB_CRIU_FDS_MAX], u = fcntl(userns, F_DUPFD_CLOEXEC, CB_CRIU_SCRATCH_FD0);
+    for (size_t i = 0; i < r->n_inherit; i++)
+        if ((moved[i] = fcntl(r->inherit[i].fd, F_DUPFD_CLOEXEC, CB_CRIU_SCRATCH_FD0)) < 0)
+            _exit(127);
+    if (u < 0 || dup2(u, CB_CRIU_USERNS_FD) < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
         dup2(null, 2) < 0)
         _exit(127);
     for (size_t i = 0; i < r->n_inherit; i++)
-        if (dup2(r->inherit[i].fd, CB_CRIU_INHERIT_FD0 + (int) i) < 0) _exit(127);
+        if (dup2(moved[i], CB_CRIU_INHERIT_FD0 + (int) i) < 0) _exit(127);
     if (fcntl(r->imgfd, F_SETFD, 0) < 0 || fcntl(r->workfd, F_SETFD, 0) < 0) _exit(127);
     /* the work directory is named by its fd: a path of the host is not there */
     char work[32];
@@ -152,6 +157,12 @@ int cb_criu_restore(const cb_criu_restore_t *r, char *why, size_t why_len) {
     char *argv[CB_CRIU_RESTORE_ARGV + 1];
     for (int i = 0; i < CB_CRIU_NS; i++)
         ns[i] = -1;
+    if (r->imgfd < 3 || r->imgfd >= CB_CRIU_USERNS_FD || r->workfd < 3 ||
+        r->workfd >= CB_CRIU_USERNS_FD) { /* criu names them by number, below the moved ones */
+        cb_fmt_why(why, why_len, "the image's and work directory's fds must be 3 to %d",
+                   CB_CRIU_USERNS_FD - 1);
+        return -1;
+    }
     const char *criu = cb_criu_path();
     if (criu == NULL) {
         cb_fmt_why(why, why_len, "criu is not installed (apt-get install criu)");

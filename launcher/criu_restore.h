@@ -32,6 +32,7 @@
 #define CB_CRIU_RESTORE_LOG  "restore.log" /* criu's log, in the work directory */
 #define CB_CRIU_INHERIT_FD0  100           /* the first fd number criu gets the ends at */
 #define CB_CRIU_USERNS_FD    99            /* ... and the sandbox's user namespace */
+#define CB_CRIU_SCRATCH_FD0  512           /* where the ends wait while they are moved */
 #define CB_CRIU_RESTORE_ARGV (24 + 2 * CB_CRIU_FDS_MAX) /* words of criu's command line */
 #define CB_CRIU_FD_MAX       1023                       /* a copy's fd number in fds.txt */
 #define CB_CRIU_LL_MAX       16                         /* Landlock directories criu may write */

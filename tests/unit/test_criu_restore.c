@@ -127,6 +127,14 @@ static void test_argv(void) {
                "the most ends, the longest names: within the named bounds");
 }
 
+static void test_fds_below_the_moved_ones(void) {
+    cb_criu_restore_t r = {.init = 1, .imgfd = CB_CRIU_USERNS_FD, .workfd = 5};
+    char why[256] = "";
+    TAP_EQ_INT(cb_criu_restore(&r, why, sizeof why), -1,
+               "an image fd where the ends are moved to: refused before anything runs");
+    TAP_OK(strstr(why, "must be 3 to") != NULL, "saying which it may be: %s", why);
+}
+
 int main(void) {
     if (mkdtemp(g_dir) == NULL || (g_dfd = open(g_dir, O_RDONLY | O_DIRECTORY)) < 0) {
         perror("scratch directory");
@@ -134,6 +142,7 @@ int main(void) {
     }
     test_read_fds();
     test_argv();
+    test_fds_below_the_moved_ones();
     close(g_dfd);
     (void) rmdir(g_dir);
     TAP_DONE();
