@@ -64,6 +64,14 @@ static unsigned long s_random(void) {
     return r;
 }
 
+/* fd is still the file linked at name (not unlinked and replaced since it was opened). */
+static bool s_still_linked(int dir_fd, const char *name, int fd) {
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && S_ISREG(a.st_mode) &&
+           fstatat(dir_fd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 /* Tries to take `id`.  1 taken, 0 busy, -1 error (errno). */
 static int s_try(cb_idlease_t *l, unsigned long id) {
     char name[sizeof l->name];
@@ -78,9 +86,7 @@ static int s_try(cb_idlease_t *l, unsigned long id) {
             errno = e;
             return -1;
         }
-        struct stat a, b;
-        if (fstat(fd, &a) == 0 && fstatat(l->dir_fd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-            a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+        if (s_still_linked(l->dir_fd, name, fd)) {
             l->lock_fd = fd;
             l->id = id;
             memcpy(l->name, name, sizeof name);
@@ -180,10 +186,8 @@ static void s_sweep(int dir_fd) {
         if (n == 0 || n > S_ID_DIGITS || strspn(e->d_name, "0123456789") != n) continue;
         int fd = openat(dir_fd, e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0) continue;
-        struct stat a, b;
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &a) == 0 && S_ISREG(a.st_mode) &&
-            fstatat(dir_fd, e->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
-            a.st_ino == b.st_ino && unlinkat(dir_fd, e->d_name, 0) == 0)
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && s_still_linked(dir_fd, e->d_name, fd) &&
+            unlinkat(dir_fd, e->d_name, 0) == 0)
             removed++;
         close(fd);
     }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "isolate/util.h"
+#include "tiers/tier_impl.h"
 
 #define S_STATUS_MAX   8192 /* bytes of /proc/PID/status read */
 #define S_LINK_MAX     64   /* bytes of an fd's link we look at ("socket:[N]") */
@@ -29,7 +30,7 @@
 #define S_NULL         "/dev/null"
 #define S_WHY_MAX      256 /* bytes of the helper's reason */
 
-static const char *const s_criu_paths[] = {"/usr/sbin/criu", "/sbin/criu", NULL};
+static const char *const s_criu_dirs[] = {"/usr/sbin", "/sbin", NULL};
 
 /* the namespaces criu runs in, in the order it joins them: the mount
  * namespace last (the paths after it are the sandbox's), never the user one */
@@ -42,9 +43,8 @@ static const struct {
 #define S_NS_PID 4 /* s_ns[S_NS_PID] is the pid namespace */
 
 const char *cb_criu_path(void) {
-    for (size_t i = 0; s_criu_paths[i] != NULL; i++)
-        if (access(s_criu_paths[i], X_OK) == 0) return s_criu_paths[i];
-    return NULL;
+    static char path[CB_PATH_MAX];
+    return cb_tier_find_program(s_criu_dirs, "criu", path, sizeof path) == 0 ? path : NULL;
 }
 
 /* ---- the target ----------------------------------------------------------------------- */
@@ -125,47 +125,20 @@ int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_le
     return rc;
 }
 
-void cb_criu_word(cb_criu_words_t *w, const char *fmt, ...) {
-    if (w->over || w->used >= w->len || w->n + 2 > w->max) {
-        w->over = 1;
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(w->buf + w->used, w->len - w->used, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t) n >= w->len - w->used) {
-        w->over = 1;
-        return;
-    }
-    w->argv[w->n++] = w->buf + w->used;
-    w->used += (size_t) n + 1;
-}
-
-int cb_criu_words_end(cb_criu_words_t *w) {
-    if (w->over || w->n >= w->max) return -1;
-    w->argv[w->n] = NULL;
-    return 0;
-}
-
-int cb_criu_dump_argv(const cb_criu_target_t *t, int dirfd, char *buf, size_t buf_len, char **argv,
-                      size_t argv_max) {
+int cb_criu_dump_argv(const cb_criu_target_t *t, int dirfd, cb_tier_argv_t *a) {
     const char *criu = cb_criu_path();
-    cb_criu_words_t w = {.buf = buf, .len = buf_len, .argv = argv, .max = argv_max};
-    cb_criu_word(&w, "%s", criu ? criu : s_criu_paths[0]);
-    cb_criu_word(&w, "dump");
-    cb_criu_word(&w, "-t");
-    cb_criu_word(&w, "%ld", (long) t->vpid);
-    cb_criu_word(&w, "-D");
-    cb_criu_word(&w, "/proc/self/fd/%d", dirfd);
-    cb_criu_word(&w, "-o");
-    cb_criu_word(&w, "%s", CB_CRIU_LOG);
-    cb_criu_word(&w, "--leave-running");
-    for (size_t i = 0; i < t->n_ext; i++) {
-        cb_criu_word(&w, "--external");
-        cb_criu_word(&w, "unix[%lu]", t->ext_ino[i]);
-    }
-    return cb_criu_words_end(&w);
+    a->n = 0;
+    if (cb_tier_argv_add(a, "%s", criu ? criu : CB_CRIU_DEFAULT) < 0 ||
+        cb_tier_argv_add(a, "dump") < 0 || cb_tier_argv_add(a, "-t") < 0 ||
+        cb_tier_argv_add(a, "%ld", (long) t->vpid) < 0 || cb_tier_argv_add(a, "-D") < 0 ||
+        cb_tier_argv_add(a, "/proc/self/fd/%d", dirfd) < 0 || cb_tier_argv_add(a, "-o") < 0 ||
+        cb_tier_argv_add(a, "%s", CB_CRIU_LOG) < 0 || cb_tier_argv_add(a, "--leave-running") < 0)
+        return -1;
+    for (size_t i = 0; i < t->n_ext; i++)
+        if (cb_tier_argv_add(a, "--external") < 0 ||
+            cb_tier_argv_add(a, "unix[%lu]", t->ext_ino[i]) < 0)
+            return -1;
+    return 0;
 }
 
 int cb_criu_write_fds(const cb_criu_target_t *t, int dirfd) {
@@ -212,14 +185,10 @@ int cb_criu_kdat(char *why, size_t why_len) {
             cb_fmt_why(why, why_len, "criu is not installed (apt-get install criu)");
             return -1;
         }
-        pid_t c = fork();
-        if (c == 0) {
-            int null = open(S_NULL, O_RDWR | O_CLOEXEC);
-            if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) _exit(127);
-            char *argv[] = {(char *) criu, (char *) "check", NULL};
-            execve(criu, argv, cb_criu_env);
-            _exit(127);
-        }
+        char *argv[] = {(char *) criu, (char *) "check", NULL};
+        cb_autofd int null = open(S_NULL, O_RDWR | O_CLOEXEC);
+        const int quiet[] = {null, null, null};
+        pid_t c = null < 0 ? -1 : cb_tier_spawn(criu, argv, cb_criu_env, quiet, 3);
         int st = 0;
         if (c < 0 || cb_criu_wait(c, CB_CRIU_TIMEOUT_MS, &st) < 0 || !WIFEXITED(st) ||
             WEXITSTATUS(st) != 0) {
@@ -311,21 +280,33 @@ __attribute__((noreturn)) static void s_helper(const int *ns, int kdat, int criu
         fexecve(criu_fd, argv, cb_criu_env);
         _exit(127);
     }
+    cb_criu_helper_end(c, "dump", rep);
+fail:
+    cb_criu_helper_fail(rep, why);
+}
+
+void cb_criu_helper_fail(int rep, const char *why) {
+    (void) cb_write_all(rep, why, strlen(why));
+    _exit(1);
+}
+
+void cb_criu_helper_end(pid_t c, const char *what, int rep) {
+    char why[S_WHY_MAX];
     int st = 0;
     int timed_out = c < 0 ? 0 : cb_criu_wait(c, CB_CRIU_TIMEOUT_MS, &st);
     cb_criu_run_cache_end();
     if (c < 0 || timed_out < 0) {
-        cb_fmt_why(why, sizeof why, "%s", c < 0 ? "fork failed" : "criu dump took too long");
-        goto fail;
+        if (c < 0)
+            cb_fmt_why(why, sizeof why, "fork failed");
+        else
+            cb_fmt_why(why, sizeof why, "criu %s took too long", what);
+        cb_criu_helper_fail(rep, why);
     }
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
-        cb_fmt_why(why, sizeof why, "criu could not be executed");
-        goto fail;
-    }
+    if (WIFEXITED(st) && (WEXITSTATUS(st) == 127 || WEXITSTATUS(st) == 126))
+        cb_criu_helper_fail(rep, WEXITSTATUS(st) == 126
+                                     ? "criu could not be confined (no_new_privs, Landlock)"
+                                     : "criu could not be executed");
     _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
-fail:
-    (void) cb_write_all(rep, why, strlen(why));
-    _exit(1);
 }
 
 void cb_criu_log_why(int dirfd, const char *log, const char *what, int code, char *why,
@@ -352,6 +333,16 @@ void cb_criu_read_reason(int fd, char *buf, size_t len) {
     if (len > 0) buf[got] = '\0';
 }
 
+int cb_criu_prepare(const char *criu, int *criu_fd, int *null, int rep[2], char *why,
+                    size_t why_len) {
+    if ((*criu_fd = open(criu, O_RDONLY | O_CLOEXEC)) < 0 ||
+        (*null = open(S_NULL, O_RDWR | O_CLOEXEC)) < 0 || pipe2(rep, O_CLOEXEC) < 0) {
+        cb_fmt_why(why, why_len, "preparing criu: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int cb_criu_helper_result(pid_t h, int rep, int logdir, const char *log, const char *what,
                           char *why, size_t why_len) {
     char said[S_WHY_MAX]; /* the helper's reason, up to its end of the pipe */
@@ -375,15 +366,14 @@ int cb_criu_dump(pid_t init, pid_t copy, int dirfd, char *why, size_t why_len) {
         ns[i] = -1;
     int kdat = -1, criu_fd = -1, null = -1, rep[2] = {-1, -1}, rc = -1;
     cb_criu_target_t t;
-    static char buf[CB_CRIU_ARG_BYTES];
-    char *argv[CB_CRIU_ARGV_MAX + 1];
+    static cb_tier_argv_t a; /* large: off the stack */
     const char *criu = cb_criu_path();
     if (criu == NULL) {
         cb_fmt_why(why, why_len, "criu is not installed (apt-get install criu)");
         return -1;
     }
     if (cb_criu_target(copy, &t, why, why_len) < 0) return -1;
-    if (cb_criu_dump_argv(&t, dirfd, buf, sizeof buf, argv, CB_CRIU_ARGV_MAX + 1) < 0) {
+    if (cb_criu_dump_argv(&t, dirfd, &a) < 0) {
         cb_fmt_why(why, why_len, "criu's command line does not fit");
         return -1;
     }
@@ -398,15 +388,11 @@ int cb_criu_dump(pid_t init, pid_t copy, int dirfd, char *why, size_t why_len) {
         cb_fmt_why(why, why_len, "process %ld is not in the sandbox's pid namespace", (long) copy);
         goto out;
     }
-    if ((criu_fd = open(criu, O_RDONLY | O_CLOEXEC)) < 0 ||
-        (null = open(S_NULL, O_RDWR | O_CLOEXEC)) < 0 || pipe2(rep, O_CLOEXEC) < 0) {
-        cb_fmt_why(why, why_len, "preparing criu: %s", strerror(errno));
-        goto out;
-    }
+    if (cb_criu_prepare(criu, &criu_fd, &null, rep, why, why_len) < 0) goto out;
     pid_t h = fork();
     if (h == 0) {
         close(rep[0]);
-        s_helper(ns, kdat, criu_fd, dirfd, null, argv, rep[1]);
+        s_helper(ns, kdat, criu_fd, dirfd, null, a.argv, rep[1]);
     }
     close(rep[1]);
     rep[1] = -1;

@@ -25,9 +25,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define CB_CRIU_EXT_MAX    16                         /* sockets of the copy declared external */
-#define CB_CRIU_ARGV_MAX   (12 + 2 * CB_CRIU_EXT_MAX) /* words of criu's command line */
-#define CB_CRIU_ARG_BYTES  1024                       /* bytes of those words together */
+#include "tiers/tier_impl.h"
+
+#define CB_CRIU_EXT_MAX    16               /* sockets of the copy declared external */
+#define CB_CRIU_DEFAULT    "/usr/sbin/criu" /* Debian's, named when none is found */
 #define CB_CRIU_KDAT       "/run/criu.kdat" /* criu's feature cache (criu check writes it) */
 #define CB_CRIU_KDAT_MAX   (64u << 10)      /* bytes of it we copy */
 #define CB_CRIU_RUN_OPTS   "mode=0700,size=1m,nr_inodes=16" /* the tmpfs over the sandbox's /run */
@@ -56,11 +57,9 @@ const char *cb_criu_path(void);
 int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_len);
 
 /* criu's command line for a dump of t into the directory at descriptor
- * dirfd (named /proc/self/fd/N, as criu sees it in the sandbox's /proc):
- * argv (NULL-terminated, at most CB_CRIU_ARGV_MAX words) points into buf.
- * 0 ok, -1 when it does not fit. */
-int cb_criu_dump_argv(const cb_criu_target_t *t, int dirfd, char *buf, size_t buf_len, char **argv,
-                      size_t argv_max);
+ * dirfd (named /proc/self/fd/N, as criu sees it in the sandbox's /proc), in
+ * a (cleared first).  0 ok, -1 when it does not fit. */
+int cb_criu_dump_argv(const cb_criu_target_t *t, int dirfd, cb_tier_argv_t *a);
 
 /* Writes t's pipes and sockets into dirfd's CB_CRIU_FDS, one "FD NAME" line
  * each: a restore hands criu the new sandbox's ends in their places
@@ -89,23 +88,21 @@ int cb_criu_run_cache(int kdat, char *why, size_t why_len);
 void cb_criu_run_cache_end(void);
 /* waitpid with a deadline (the child is killed at it): 0, or -1 on timeout */
 int cb_criu_wait(pid_t pid, int timeout_ms, int *st);
-/* criu's command line, word by word, into a caller's buffer (argv points
- * into buf); cb_criu_words_end ends it with NULL: 0, or -1 when any word or
- * the count did not fit (never a cut word) */
-typedef struct {
-    char *buf;
-    size_t len, used;
-    char **argv;
-    size_t max, n;
-    int over;
-} cb_criu_words_t;
-void cb_criu_word(cb_criu_words_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int cb_criu_words_end(cb_criu_words_t *w);
 /* why criu failed: the first error in its log (in dirfd), else its exit code */
 void cb_criu_log_why(int dirfd, const char *log, const char *what, int code, char *why,
                      size_t why_len);
 /* what a helper wrote on fd up to its end ("" for nothing), NUL-terminated */
 void cb_criu_read_reason(int fd, char *buf, size_t len);
+/* criu opened for fexecve, /dev/null and the helper's report pipe (the
+ * caller closes what was opened, also on failure).  0 ok, -1 with why. */
+int cb_criu_prepare(const char *criu, int *criu_fd, int *null, int rep[2], char *why,
+                    size_t why_len);
+/* In a helper: criu (pid c, -1 when its fork failed) waited for within the
+ * bound, the feature cache taken away, and the helper ended with criu's
+ * status, or with the reason on rep when criu could not run. */
+__attribute__((noreturn)) void cb_criu_helper_end(pid_t c, const char *what, int rep);
+/* In a helper: the reason on rep, and the helper ends (status 1). */
+__attribute__((noreturn)) void cb_criu_helper_fail(int rep, const char *why);
 /* A helper's end: its reason on rep, or criu's failure from its log in
  * logdir, or 0 when criu succeeded (the helper waited for at most the
  * bound) */

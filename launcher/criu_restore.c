@@ -20,7 +20,6 @@
 
 #define S_FDS_TEXT_MAX (CB_CRIU_FDS_MAX * (CB_CRIU_LINK_MAX + 16)) /* bytes of fds.txt */
 #define S_WHY_MAX      256                                         /* the helper's reason */
-#define S_NULL         "/dev/null"
 
 int cb_criu_read_fds(int imgfd, int *fds, char (*names)[CB_CRIU_LINK_MAX], size_t max, char *why,
                      size_t why_len) {
@@ -60,28 +59,25 @@ int cb_criu_read_fds(int imgfd, int *fds, char (*names)[CB_CRIU_LINK_MAX], size_
     return (int) count;
 }
 
-int cb_criu_restore_argv(const cb_criu_restore_t *r, char *buf, size_t buf_len, char **argv,
-                         size_t argv_max) {
+int cb_criu_restore_argv(const cb_criu_restore_t *r, cb_tier_argv_t *a) {
     const char *criu = cb_criu_path();
-    cb_criu_words_t w = {.buf = buf, .len = buf_len, .argv = argv, .max = argv_max};
-    if (r->n_inherit > CB_CRIU_FDS_MAX) return -1;
-    cb_criu_word(&w, "%s", criu ? criu : "/usr/sbin/criu");
-    cb_criu_word(&w, "restore");
-    cb_criu_word(&w, "-D");
-    cb_criu_word(&w, "/proc/self/fd/%d", r->imgfd);
-    cb_criu_word(&w, "-W");
-    cb_criu_word(&w, "/proc/self/fd/%d", r->workfd);
-    cb_criu_word(&w, "-o");
-    cb_criu_word(&w, "%s", CB_CRIU_RESTORE_LOG);
-    cb_criu_word(&w, "--restore-detached");
-    cb_criu_word(&w, "--manage-cgroups=ignore");
-    cb_criu_word(&w, "--join-ns");
-    cb_criu_word(&w, "user:/proc/self/fd/%d,0,0", CB_CRIU_USERNS_FD);
-    for (size_t i = 0; i < r->n_inherit; i++) {
-        cb_criu_word(&w, "--inherit-fd");
-        cb_criu_word(&w, "fd[%d]:%s", CB_CRIU_INHERIT_FD0 + (int) i, r->inherit[i].name);
-    }
-    return cb_criu_words_end(&w);
+    a->n = 0;
+    if (r->n_inherit > CB_CRIU_FDS_MAX ||
+        cb_tier_argv_add(a, "%s", criu ? criu : CB_CRIU_DEFAULT) < 0 ||
+        cb_tier_argv_add(a, "restore") < 0 || cb_tier_argv_add(a, "-D") < 0 ||
+        cb_tier_argv_add(a, "/proc/self/fd/%d", r->imgfd) < 0 || cb_tier_argv_add(a, "-W") < 0 ||
+        cb_tier_argv_add(a, "/proc/self/fd/%d", r->workfd) < 0 || cb_tier_argv_add(a, "-o") < 0 ||
+        cb_tier_argv_add(a, "%s", CB_CRIU_RESTORE_LOG) < 0 ||
+        cb_tier_argv_add(a, "--restore-detached") < 0 ||
+        cb_tier_argv_add(a, "--manage-cgroups=ignore") < 0 ||
+        cb_tier_argv_add(a, "--join-ns") < 0 ||
+        cb_tier_argv_add(a, "user:/proc/self/fd/%d,0,0", CB_CRIU_USERNS_FD) < 0)
+        return -1;
+    for (size_t i = 0; i < r->n_inherit; i++)
+        if (cb_tier_argv_add(a, "--inherit-fd") < 0 ||
+            cb_tier_argv_add(a, "fd[%d]:%s", CB_CRIU_INHERIT_FD0 + (int) i, r->inherit[i].name) < 0)
+            return -1;
+    return 0;
 }
 
 /* criu itself, in the sandbox's pid namespace: its descriptors where the
@@ -130,31 +126,16 @@ __attribute__((noreturn)) static void s_helper(const cb_criu_restore_t *r, const
         goto fail;
     pid_t c = fork();
     if (c == 0) s_criu(r, userns, criu_fd, null, argv);
-    int st = 0;
-    int timed_out = c < 0 ? 0 : cb_criu_wait(c, CB_CRIU_TIMEOUT_MS, &st);
-    cb_criu_run_cache_end();
-    if (c < 0 || timed_out < 0) {
-        cb_fmt_why(why, sizeof why, "%s", c < 0 ? "fork failed" : "criu restore took too long");
-        goto fail;
-    }
-    if (WIFEXITED(st) && (WEXITSTATUS(st) == 127 || WEXITSTATUS(st) == 126)) {
-        cb_fmt_why(why, sizeof why, "%s",
-                   WEXITSTATUS(st) == 126 ? "criu could not be confined (no_new_privs, Landlock)"
-                                          : "criu could not be executed");
-        goto fail;
-    }
-    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+    cb_criu_helper_end(c, "restore", rep);
 fail:
-    (void) cb_write_all(rep, why, strlen(why));
-    _exit(1);
+    cb_criu_helper_fail(rep, why);
 }
 
 int cb_criu_restore(const cb_criu_restore_t *r, char *why, size_t why_len) {
     why[0] = '\0';
     int ns[CB_CRIU_NS], userns = -1, kdat = -1, criu_fd = -1, null = -1, rep[2] = {-1, -1};
     int rc = -1;
-    static char buf[CB_CRIU_ARG_BYTES * 2];
-    char *argv[CB_CRIU_RESTORE_ARGV + 1];
+    static cb_tier_argv_t a; /* large: off the stack */
     for (int i = 0; i < CB_CRIU_NS; i++)
         ns[i] = -1;
     if (r->imgfd < 3 || r->imgfd >= CB_CRIU_USERNS_FD || r->workfd < 3 ||
@@ -168,7 +149,7 @@ int cb_criu_restore(const cb_criu_restore_t *r, char *why, size_t why_len) {
         cb_fmt_why(why, why_len, "criu is not installed (apt-get install criu)");
         return -1;
     }
-    if (cb_criu_restore_argv(r, buf, sizeof buf, argv, CB_CRIU_RESTORE_ARGV + 1) < 0) {
+    if (cb_criu_restore_argv(r, &a) < 0) {
         cb_fmt_why(why, why_len, "criu's command line does not fit");
         return -1;
     }
@@ -176,16 +157,15 @@ int cb_criu_restore(const cb_criu_restore_t *r, char *why, size_t why_len) {
     (void) snprintf(upath, sizeof upath, "/proc/%ld/ns/user", (long) r->init);
     if ((kdat = cb_criu_kdat(why, why_len)) < 0 || cb_criu_open_ns(r->init, ns, why, why_len) < 0)
         goto out;
-    if ((userns = open(upath, O_RDONLY | O_CLOEXEC)) < 0 ||
-        (criu_fd = open(criu, O_RDONLY | O_CLOEXEC)) < 0 ||
-        (null = open(S_NULL, O_RDWR | O_CLOEXEC)) < 0 || pipe2(rep, O_CLOEXEC) < 0) {
-        cb_fmt_why(why, why_len, "preparing criu: %s", strerror(errno));
+    if ((userns = open(upath, O_RDONLY | O_CLOEXEC)) < 0) {
+        cb_fmt_why(why, why_len, "the sandbox's user namespace: %s", strerror(errno));
         goto out;
     }
+    if (cb_criu_prepare(criu, &criu_fd, &null, rep, why, why_len) < 0) goto out;
     pid_t h = fork();
     if (h == 0) {
         close(rep[0]);
-        s_helper(r, ns, userns, kdat, criu_fd, null, argv, rep[1]);
+        s_helper(r, ns, userns, kdat, criu_fd, null, a.argv, rep[1]);
     }
     close(rep[1]);
     rep[1] = -1;

@@ -28,14 +28,13 @@
 
 #include "launcher/criu_dump.h"
 
-#define CB_CRIU_CGROUP_FDS   4 /* cgroup.procs files the restorer joins (v1 hierarchies) */
-#define CB_CRIU_RESTORE_LOG  "restore.log" /* criu's log, in the work directory */
-#define CB_CRIU_INHERIT_FD0  100           /* the first fd number criu gets the ends at */
-#define CB_CRIU_USERNS_FD    99            /* ... and the sandbox's user namespace */
-#define CB_CRIU_SCRATCH_FD0  512           /* where the ends wait while they are moved */
-#define CB_CRIU_RESTORE_ARGV (24 + 2 * CB_CRIU_FDS_MAX) /* words of criu's command line */
-#define CB_CRIU_FD_MAX       1023                       /* a copy's fd number in fds.txt */
-#define CB_CRIU_LL_MAX       16                         /* Landlock directories criu may write */
+#define CB_CRIU_CGROUP_FDS  4 /* cgroup.procs files the restorer joins (v1 hierarchies) */
+#define CB_CRIU_RESTORE_LOG "restore.log" /* criu's log, in the work directory */
+#define CB_CRIU_INHERIT_FD0 100           /* the first fd number criu gets the ends at */
+#define CB_CRIU_USERNS_FD   99            /* ... and the sandbox's user namespace */
+#define CB_CRIU_SCRATCH_FD0 512           /* where the ends wait while they are moved */
+#define CB_CRIU_FD_MAX      1023          /* a copy's fd number in fds.txt */
+#define CB_CRIU_LL_MAX      16            /* Landlock directories criu may write */
 
 typedef struct {
     int fd;                      /* our end, handed to criu */
@@ -58,10 +57,9 @@ typedef struct {
 int cb_criu_read_fds(int imgfd, int *fds, char (*names)[CB_CRIU_LINK_MAX], size_t max, char *why,
                      size_t why_len);
 
-/* criu's command line for r (argv points into buf): 0 ok, -1 when it does
- * not fit.  The fds it names are the ones the restorer moves them to. */
-int cb_criu_restore_argv(const cb_criu_restore_t *r, char *buf, size_t buf_len, char **argv,
-                         size_t argv_max);
+/* criu's command line for r, in a (cleared first); the fds it names are the
+ * ones the restorer moves them to.  0 ok, -1 when it does not fit. */
+int cb_criu_restore_argv(const cb_criu_restore_t *r, cb_tier_argv_t *a);
 
 /* Restores the image into the sandbox of r->init.  Root only.  0 ok (the
  * copy runs, criu's child until criu exited, then init's); -1 with why. */

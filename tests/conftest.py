@@ -1,6 +1,7 @@
 """Shared by every test folder: a per-test time limit by SIGALRM (pytest-timeout
 is not installed), so no test can hang `make test`.  A test may set its own
 with @pytest.mark.timeout(seconds); otherwise its folder's default applies."""
+import fcntl
 import os
 import re
 import signal
@@ -229,7 +230,6 @@ def _sweep_warm_key_files(before):
     (keys of tests' temporary folders, never used again), once no supervisor
     holds the key's lock: the launcher keeps them for the next kernel of the
     same key and sweeps them only after a day."""
-    import fcntl
     new = _warm_key_files() - before
     for key in sorted({_WARM_KEY_FILE.match(n).group(1) for n in new}):
         lock = os.path.join(_WARM_DIR, key + ".lock")

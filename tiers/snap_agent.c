@@ -214,6 +214,24 @@ static void s_arm(cb_snap_agent_t *a, long id) {
     cb_snap_say_(a, "armed %ld %llu %u", id, (unsigned long long) s->bytes, s->files);
 }
 
+int cb_snap_copy_into_(cb_snap_tree_t *t, int src, int parent, const char *name,
+                       const char *opening, const char *copying, char *why, size_t len) {
+    int dst = src < 0 || mkdirat(parent, name, 0700) < 0
+                  ? -1
+                  : openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = 0;
+    if (dst < 0) {
+        (void) snprintf(why, len, "%s: %s", opening, strerror(errno));
+        rc = -1;
+    } else if (cb_snap_tree_copy(t, src, dst) < 0) {
+        (void) snprintf(why, len, "%s: %.120s", copying, t->why);
+        rc = -1;
+    }
+    if (src >= 0) close(src);
+    if (dst >= 0) close(dst);
+    return rc;
+}
+
 /* Copies the live trees into the store for s.  0 ok, -1 with why. */
 static int s_save_files(cb_snap_agent_t *a, cb_snap_slot_t *s, char *why, size_t len) {
     int top = cb_snap_store_dir_(a, s->id, true);
@@ -225,19 +243,11 @@ static int s_save_files(cb_snap_agent_t *a, cb_snap_slot_t *s, char *why, size_t
     int rc = 0;
     for (int k = 0; k < 2 && rc == 0; k++) {
         const char sub[2] = {(char) ('0' + k), '\0'}; /* "0" home, "1" /tmp */
+        char opening[CB_SNAP_WHY_MAX / 2], copying[CB_SNAP_WHY_MAX / 2];
+        (void) snprintf(opening, sizeof opening, "opening %s", a->dirs[k]);
+        (void) snprintf(copying, sizeof copying, "copying %s", a->dirs[k]);
         int live = open(a->dirs[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int dst = mkdirat(top, sub, 0700) == 0
-                      ? openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                      : -1;
-        if (live < 0 || dst < 0) {
-            (void) snprintf(why, len, "opening %s: %s", a->dirs[k], strerror(errno));
-            rc = -1;
-        } else if (cb_snap_tree_copy(&t, live, dst) < 0) {
-            (void) snprintf(why, len, "copying %s: %.120s", a->dirs[k], t.why);
-            rc = -1;
-        }
-        if (live >= 0) close(live);
-        if (dst >= 0) close(dst);
+        rc = cb_snap_copy_into_(&t, live, top, sub, opening, copying, why, len);
     }
     close(top);
     s->bytes = t.bytes;

@@ -47,19 +47,12 @@ void cb_snap_export_(cb_snap_agent_t *a, long id, int dir) {
         return;
     }
     cb_snap_tree_t t = {.own = a->root};
-    char why[CB_SNAP_WHY_MAX] = "";
-    for (int k = 0; k < 2 && why[0] == '\0'; k++) {
+    char why[CB_SNAP_WHY_MAX] = "", what[32];
+    for (int k = 0, rc = 0; k < 2 && rc == 0; k++) {
         const char sub[2] = {(char) ('0' + k), '\0'}; /* "0" home, "1" /tmp */
+        (void) snprintf(what, sizeof what, "export of %s", s_names[k]);
         int src = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int dst = mkdirat(dir, s_names[k], 0700) == 0
-                      ? openat(dir, s_names[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                      : -1;
-        if (src < 0 || dst < 0)
-            (void) snprintf(why, sizeof why, "export of %s: %s", s_names[k], strerror(errno));
-        else if (cb_snap_tree_copy(&t, src, dst) < 0)
-            (void) snprintf(why, sizeof why, "export of %s: %.120s", s_names[k], t.why);
-        if (src >= 0) close(src);
-        if (dst >= 0) close(dst);
+        rc = cb_snap_copy_into_(&t, src, dir, s_names[k], what, what, why, sizeof why);
     }
     close(top);
     if (why[0] != '\0')
@@ -70,26 +63,13 @@ void cb_snap_export_(cb_snap_agent_t *a, long id, int dir) {
 
 /* Copies dir/home and dir/tmp into the store's directory top (as "0", "1").
  * 0 ok, -1 with why. */
-static int s_import_files(cb_snap_agent_t *a, int top, int dir, cb_snap_tree_t *t, char *why,
-                          size_t len) {
-    (void) a;
+static int s_import_files(int top, int dir, cb_snap_tree_t *t, char *why, size_t len) {
+    char what[32];
     for (int k = 0; k < 2; k++) {
         const char sub[2] = {(char) ('0' + k), '\0'};
+        (void) snprintf(what, sizeof what, "import of %s", s_names[k]);
         int src = openat(dir, s_names[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int dst = mkdirat(top, sub, 0700) == 0
-                      ? openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                      : -1;
-        int rc = 0;
-        if (src < 0 || dst < 0) {
-            (void) snprintf(why, len, "import of %s: %s", s_names[k], strerror(errno));
-            rc = -1;
-        } else if (cb_snap_tree_copy(t, src, dst) < 0) {
-            (void) snprintf(why, len, "import of %s: %.120s", s_names[k], t->why);
-            rc = -1;
-        }
-        if (src >= 0) close(src);
-        if (dst >= 0) close(dst);
-        if (rc < 0) return -1;
+        if (cb_snap_copy_into_(t, src, top, sub, what, what, why, len) < 0) return -1;
     }
     return 0;
 }
@@ -108,7 +88,7 @@ void cb_snap_import_(cb_snap_agent_t *a, long id, int dir) {
         return;
     }
     cb_snap_tree_t t = {.own = a->root};
-    int rc = s_import_files(a, top, dir, &t, why, sizeof why);
+    int rc = s_import_files(top, dir, &t, why, sizeof why);
     close(top);
     int fifo = rc < 0 ? -1 : cb_snap_make_fifo_(a, id);
     if (rc == 0 && fifo < 0)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "tiers/snap_agent.h"
+#include "tiers/snap_tree.h"
 
 #define CB_SNAP_RESTORE_MS 120000 /* an imported checkpoint's restored copy must appear by then */
 
@@ -29,6 +30,11 @@ int cb_snap_make_fifo_(cb_snap_agent_t *a, long id);
 void cb_snap_free_(cb_snap_agent_t *a, cb_snap_slot_t *s, bool files);
 /* an awaited copy is looked for from now on */
 void cb_snap_scan_soon_(cb_snap_agent_t *a);
+/* Copies the directory src (an fd, closed here; -1: its open failed, errno
+ * says why) into a new directory name of parent (0700).  0 ok; -1 with why:
+ * "OPENING: error" or "COPYING: the copy's reason". */
+int cb_snap_copy_into_(cb_snap_tree_t *t, int src, int parent, const char *name,
+                       const char *opening, const char *copying, char *why, size_t len);
 /* the commands of snap_agent_image.c */
 void cb_snap_export_(cb_snap_agent_t *a, long id, int dir);
 void cb_snap_import_(cb_snap_agent_t *a, long id, int dir);

@@ -83,9 +83,9 @@ static void test_argv(void) {
     cb_criu_restore_t r = {.init = 5, .imgfd = 7, .workfd = 8, .n_inherit = 2};
     strcpy(r.inherit[0].name, "pipe:[11]");
     strcpy(r.inherit[1].name, "socket:[99]");
-    char buf[CB_CRIU_ARG_BYTES * 2], *argv[CB_CRIU_RESTORE_ARGV + 1];
-    TAP_EQ_INT(cb_criu_restore_argv(&r, buf, sizeof buf, argv, CB_CRIU_RESTORE_ARGV + 1), 0,
-               "criu's command line is built");
+    static cb_tier_argv_t a;
+    char **argv = a.argv;
+    TAP_EQ_INT(cb_criu_restore_argv(&r, &a), 0, "criu's command line is built");
     char user[48], in0[48], in1[48];
     (void) snprintf(user, sizeof user, "user:/proc/self/fd/%d,0,0", CB_CRIU_USERNS_FD);
     (void) snprintf(in0, sizeof in0, "fd[%d]:pipe:[11]", CB_CRIU_INHERIT_FD0);
@@ -113,17 +113,16 @@ static void test_argv(void) {
     TAP_OK(same && argv[i + 1] == NULL,
            "restore from the image's fd, detached, joining the sandbox's user namespace, "
            "each end by the image's name");
-    TAP_EQ_INT(cb_criu_restore_argv(&r, buf, 40, argv, CB_CRIU_RESTORE_ARGV + 1), -1,
-               "a buffer too small: refused");
-    TAP_EQ_INT(cb_criu_restore_argv(&r, buf, sizeof buf, argv, 6), -1, "too few words: refused");
+    size_t words = a.n;
+    TAP_OK(cb_criu_restore_argv(&r, &a) == 0 && a.n == words,
+           "built again into the same argv: afresh, not appended");
     r.n_inherit = CB_CRIU_FDS_MAX + 1;
-    TAP_EQ_INT(cb_criu_restore_argv(&r, buf, sizeof buf, argv, CB_CRIU_RESTORE_ARGV + 1), -1,
-               "more ends than the bound: refused");
+    TAP_EQ_INT(cb_criu_restore_argv(&r, &a), -1, "more ends than the bound: refused");
     r.n_inherit = CB_CRIU_FDS_MAX;
     for (size_t k = 0; k < CB_CRIU_FDS_MAX; k++)
         (void) snprintf(r.inherit[k].name, CB_CRIU_LINK_MAX, "socket:[%lu]",
                         18446744073709551615ul);
-    TAP_EQ_INT(cb_criu_restore_argv(&r, buf, sizeof buf, argv, CB_CRIU_RESTORE_ARGV + 1), 0,
+    TAP_EQ_INT(cb_criu_restore_argv(&r, &a), 0,
                "the most ends, the longest names: within the named bounds");
 }
 

@@ -168,7 +168,8 @@ if os.environ.get("RESTORER") == "launcher":  # the launcher's restorer (launche
     drv = os.path.join(WORK, "restore_drv")
     here = os.path.dirname(os.path.abspath(__file__))
     sh("cc -D_GNU_SOURCE -iquote %s -o %s %s/restore_drv.c %s/lib/libcb_launcher.a "
-       "%s/lib/libcb_isolate.a -lprotobuf-c" % (REPO, drv, here, BUILD, BUILD))
+       "%s/lib/libcb_tiers.a %s/lib/libcb_isolate.a -lprotobuf-c -ljansson -lseccomp"
+       % (REPO, drv, here, BUILD, BUILD, BUILD))
     os.environ["RESTORE_DRV"] = drv
 t = time.monotonic()
 child, ev, out_r, err_r, cg = restore2.main(DUMP, links)
