@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,8 @@
 #define S_RUN          "/run"
 #define S_NULL         "/dev/null"
 #define S_WHY_MAX      256 /* bytes of the helper's reason */
+#define S_VERSION_OUT_MAX    256  /* bytes of criu --version read */
+#define S_VERSION_TIMEOUT_MS 5000 /* criu --version longer than this is killed */
 
 static const char *const s_criu_dirs[] = {"/usr/sbin", "/sbin", NULL};
 
@@ -45,6 +48,52 @@ static const struct {
 const char *cb_criu_path(void) {
     static char path[CB_PATH_MAX];
     return cb_tier_find_program(s_criu_dirs, "criu", path, sizeof path) == 0 ? path : NULL;
+}
+
+/* The first "X.Y" after "Version: " in criu's --version output, as X * 100 + Y. */
+static int s_criu_version(const char *criu) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) return -1;
+    cb_autofd int null = open(S_NULL, O_RDWR | O_CLOEXEC);
+    const int fds[] = {null, p[1], null};
+    char *argv[] = {(char *) criu, (char *) "--version", NULL};
+    pid_t c = null < 0 ? -1 : cb_tier_spawn(criu, argv, cb_criu_env, fds, 3);
+    close(p[1]);
+    char out[S_VERSION_OUT_MAX] = "";
+    size_t have = 0;
+    while (c > 0 && have < sizeof out - 1) {
+        ssize_t r = read(p[0], out + have, sizeof out - 1 - have);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        have += (size_t) r;
+    }
+    close(p[0]);
+    int st = 0;
+    if (c > 0) (void) cb_criu_wait(c, S_VERSION_TIMEOUT_MS, &st);
+    const char *v = strstr(out, "Version: ");
+    int major = 0, minor = 0;
+    if (v == NULL || sscanf(v + 9, "%d.%d", &major, &minor) != 2) return -1;
+    return major * 100 + minor;
+}
+
+int cb_criu_usable(char *why, size_t why_len) {
+    const char *criu = cb_criu_path();
+    if (criu == NULL) {
+        cb_fmt_why(why, why_len, "criu is not installed on this host (apt-get install criu)");
+        return -1;
+    }
+    struct utsname u;
+    int kmaj = 0, kmin = 0, v = s_criu_version(criu);
+    if (uname(&u) < 0 || sscanf(u.release, "%d.%d", &kmaj, &kmin) != 2) kmaj = kmin = 0;
+    if (v >= 0 && v < CB_CRIU_VDSO_FIXED && kmaj * 100 + kmin >= CB_CRIU_VDSO_KERNEL) {
+        cb_fmt_why(why, why_len,
+                   "this host's criu %d.%d cannot dump on its kernel %.32s: criu before 4.1 "
+                   "fails on kernels from 6.13 on ('Unexpected rt vDSO area bounds', criu#2532; "
+                   "Debian 12's own 6.1 kernel works); use --isolation gvisor to pause here",
+                   v / 100, v % 100, u.release);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- the target ----------------------------------------------------------------------- */

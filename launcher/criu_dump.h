@@ -53,6 +53,13 @@ typedef struct {
 /* criu's path on this host (Debian's), NULL when it is not installed. */
 const char *cb_criu_path(void);
 
+#define CB_CRIU_VDSO_FIXED  401 /* criu 4.1 reads the vDSO layout of kernels from ... */
+#define CB_CRIU_VDSO_KERNEL 613 /* ... 6.13 on (criu#2532) */
+
+/* 0 when criu is installed and can dump on this kernel; -1 with the cause
+ * and the fix in why (a criu older than 4.1 on a kernel from 6.13 on). */
+int cb_criu_usable(char *why, size_t why_len);
+
 /* The process host_pid as criu must name it.  0 ok, -1 with why. */
 int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_len);
 

@@ -9,7 +9,7 @@
  * park fifo again and holds it (the agent's "import").  criu then runs as
  * root in every namespace of the sandbox but its user namespace, in the
  * sandbox's cgroup, under no_new_privs and a Landlock domain that lets it
- * write only where the runner may (and the park directory, its log and
+ * write only where the runner may (and the copy's park fifo, its log and
  * work directory, /proc/self/loginuid), and restores the copy with
  * --join-ns user (the copy joins the sandbox's user namespace before
  * anything of the image is restored into it: the image's credentials,

@@ -87,6 +87,9 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
     o->preload = c.preload;
     o->resume_image = c.resume_image;
     o->pausable = c.pausable;
+    /* an image of the namespaces tier restores into a --pausable sandbox only
+     * (its uid 0 mapped, its channels its own), which can pause again */
+    if (c.resume_image != NULL && strcmp(c.isolation, "namespaces") == 0) o->pausable = true;
     if (o->pausable && o->warm != CB_WARM_OFF) o->warm = CB_WARM_OFF; /* its runner's channels */
     char why[CB_FLAG_ERR_MAX];
     if (cb_flags_check_network(&c, why, sizeof why) < 0 ||

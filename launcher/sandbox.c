@@ -24,6 +24,8 @@
  */
 #include "launcher/sandbox_priv.h"
 
+#include "launcher/criu_dump.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -55,6 +57,7 @@ cb_sandbox_t *cb_sandbox_new(const cb_options_t *opts) {
     sb->lease.lock_fd = sb->lease.dir_fd = -1;
     sb->root_lease.lock_fd = sb->root_lease.dir_fd = -1;
     sb->chan_keep[0] = sb->chan_keep[1] = -1;
+    sb->resume_fd = -1;
     sb->uid = opts->uid;
     sb->gid = opts->gid;
     sb->last_cap = cb_caps_last_cap();
@@ -341,6 +344,10 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
         int ch = m.chan == CB_SB_CHAN_EVENT ? CB_SB_CHAN_EVENT : CB_SB_CHAN_DEBUG;
         if (m.runner_end && sb->chan_keep[ch] < 0) {
             sb->chan_keep[ch] = wfd;
+        } else if (ch == CB_SB_CHAN_EVENT && cb_sb_criu_resync(sb, wfd) < 0) {
+            cb_sb_err(sb, "writing the restored runner's resync frame: %s", strerror(errno));
+            close(wfd);
+            return -1;
         } else {
             (void) cb_report_fd(ch == CB_SB_CHAN_EVENT ? "channel event" : "channel debug", wfd);
             close(wfd);
@@ -406,6 +413,10 @@ int cb_sandbox_start(cb_sandbox_t *sb, pid_t *child) {
     }
     sb->runner = s_runner_host_pid(sb->init);
     (void) cb_report("started %ld", (long) sb->runner);
+    if (cb_sb_criu_resuming(sb)) { /* the runner is a placeholder: the image's takes over */
+        cb_sb_criu_resume_begin(sb, sb->resume_fd);
+        sb->resume_fd = -1;
+    }
     return 0;
 }
 
@@ -439,7 +450,17 @@ void cb_sandbox_on_ready(cb_sandbox_t *sb) {
     }
     if (m.type == CB_SB_MSG_SNAP) { /* the checkpoint agent: relayed as it is */
         m.text[sizeof m.text - 1] = '\0';
+        if (cb_sb_criu_line(sb, m.text)) return; /* a pause's or resume's own checkpoint */
         cb_snapimage_answer(sb->opts, m.text); /* reported (an image sealed first) */
+        /* this tier can write itself into an image where criu can dump */
+        char why[CB_REPORT_LINE_MAX / 2];
+        if (strncmp(m.text, "ready ", 6) == 0 && sb->tier == NULL && sb->opts->pausable &&
+            sb->root) {
+            if (cb_criu_usable(why, sizeof why) == 0)
+                (void) cb_report("snap pausable");
+            else
+                (void) cb_report("snap unpausable %s", why);
+        }
     }
 }
 
@@ -473,6 +494,7 @@ void cb_sandbox_destroy(cb_sandbox_t **self_p) {
     cb_idpool_release(&sb->lease);
     cb_idpool_release(&sb->root_lease);
     if (sb->ctl >= 0) close(sb->ctl);
+    if (sb->resume_fd >= 0) close(sb->resume_fd);
     for (int c = 0; c < CB_SB_CHANS; c++)
         if (sb->chan_keep[c] >= 0) close(sb->chan_keep[c]);
     cb_mount_plan_fini(&sb->mounts);

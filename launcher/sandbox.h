@@ -51,6 +51,11 @@ void cb_sandbox_on_ready(cb_sandbox_t *self);
  * kernel as `snap LINE`.  fd (-1 = none) travels with it (SCM_RIGHTS).
  * 0 ok, -1 errno. */
 int cb_sandbox_snap_command(cb_sandbox_t *self, const char *line, int fd);
+/* True when this sandbox's tier writes itself into an image by CRIU
+ * (namespaces, no tier supervisor): its "pause IMG CKPT" goes to
+ * cb_sandbox_criu_pause, which answers (reports) as the tier's would. */
+bool cb_sandbox_pauses_by_criu(const cb_sandbox_t *self);
+int cb_sandbox_criu_pause(cb_sandbox_t *self, const char *line, int fd);
 /* Runner's wait status (replaces *status when init reported one), and
  * whether the memory cgroup OOM-killed; *reason may be set. */
 void cb_sandbox_exit_status(cb_sandbox_t *self, int *status, bool *oom, const char **reason);

@@ -59,6 +59,14 @@ __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int 
     if (cb_child_prepare_fds() < 0) cb_child_fail(errfd, CB_STEP_FDS, -1);
     if (cb_seccomp_install(&sb->filter) < 0) cb_child_fail(errfd, CB_STEP_SECCOMP, -1);
     if (sb->tier != NULL) cb_tier_run(sb->tier, errfd); /* microvm: QEMU, confined like this */
+    if (sb->opts->resume_image != NULL && sb->tier == NULL) {
+        /* resuming by CRIU: a placeholder, confined as the runner, that runs
+         * nothing and reads nothing until the rollback to the restored copy
+         * ends it (sandbox_criu.c) */
+        close(errfd);
+        for (;;)
+            (void) poll(NULL, 0, -1);
+    }
     execve(sb->exec.python, sb->exec.argv, sb->exec.envp);
     cb_child_fail(errfd, CB_STEP_EXEC, -1);
 }

@@ -286,7 +286,10 @@ int cb_sb_plan(cb_sandbox_t *sb) {
         cb_sb_err(sb, "%s", why);
         return -1;
     }
-    if (imgfd >= 0) { /* the directory checked, not its path again */
+    if (imgfd >= 0 && sb->tier == NULL) { /* namespaces: restored by CRIU once it runs */
+        sb->resume_fd = imgfd;
+        imgfd = -1;
+    } else if (imgfd >= 0) { /* the directory checked, not its path again */
         cb_tier_set_image(sb->tier, imgfd);
         imgfd = -1;
     }

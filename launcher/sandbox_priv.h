@@ -7,6 +7,7 @@
  *                     before execve (no malloc, no stdio, no logging)
  *   sandbox_snap.c    checkpoints in place: init as their agent, and the
  *                     launcher relaying the kernel's commands to it
+ *   sandbox_criu.c    --pausable: pause into an image and resume from one (CRIU)
  *   warm.c, warm_tpl.c  a warm start: the runner from a template (warm.h)
  *
  * Only these files include it.
@@ -93,6 +94,8 @@ struct cb_sandbox {
     int chan_keep[2];                          /* --pausable: the runner's ends of its channels,
                                                 * kept as the kernel's own were: the kernel sees
                                                 * them close when the launcher ends */
+    int resume_fd;                             /* --resume-image (namespaces): the verified
+                                                * image until the restore takes it, or -1 */
 };
 
 /* Sets sb->error (the cause and the fix of the last failure). */
@@ -121,6 +124,16 @@ int cb_sb_snap_keep_fds(int ctl, int tier);
 __attribute__((noreturn)) void cb_sb_init_supervise(const cb_sandbox_t *sb, int ctl, int tier,
                                                     pid_t runner, int store, int park,
                                                     const char *why);
+
+/* sandbox_criu.c: a --resume-image of this tier (the first runner is a placeholder) */
+bool cb_sb_criu_resuming(const cb_sandbox_t *sb);
+/* Resuming: the resync frame with the wake's nonce into the kernel's end of
+ * the event channel, before the kernel has it.  0 ok (or not resuming), -1. */
+int cb_sb_criu_resync(cb_sandbox_t *sb, int kernel_end);
+/* Resuming, once the sandbox runs: the restore starts (imgfd is taken). */
+void cb_sb_criu_resume_begin(cb_sandbox_t *sb, int imgfd);
+/* A line of the agent: true when it belongs to a pause or resume of ours. */
+bool cb_sb_criu_line(cb_sandbox_t *sb, const char *line);
 
 /* sandbox_init.c: the sandbox's pid 1 (never returns). */
 __attribute__((noreturn)) void cb_sb_init_main(const cb_sandbox_t *sb, int ctl, int errfd);

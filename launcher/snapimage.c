@@ -161,11 +161,16 @@ static int s_walk(s_walk_t *w, int dir, const char *prefix, int depth) {
     return rc;
 }
 
+static const char *s_tier(const cb_options_t *o) {
+    return o->isolation == CB_ISOLATION_GVISOR ? "gvisor" : "namespaces";
+}
+
 /* What the image's processes depend on of the host: resuming with any of it
  * changed would map files that are not the ones they had. */
 static json_t *s_pins(const cb_options_t *o) {
     json_t *p = json_object();
-    const char *files[] = {o->python, "/var/lib/dpkg/status", "/usr/bin/runsc", "/usr/sbin/runsc"};
+    const char *files[] = {o->python,        "/var/lib/dpkg/status", "/usr/bin/runsc",
+                           "/usr/sbin/runsc", "/usr/sbin/criu",       "/sbin/criu"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char real[CB_PATH_MAX];
         struct stat st;
@@ -195,7 +200,7 @@ static json_t *s_manifest(const cb_options_t *o, int imgfd, char *why, size_t le
                        (unsigned long long) (w.bytes >> 20), (unsigned long long) (max >> 20),
                        CB_IMAGE_SLACK_MB);
         else
-            m = json_pack("{s:i, s:s, s:o, s:O, s:I}", "version", 1, "tier", "gvisor", "pins",
+            m = json_pack("{s:i, s:s, s:o, s:O, s:I}", "version", 1, "tier", s_tier(o), "pins",
                           s_pins(o), "files", w.files, "bytes", (json_int_t) w.bytes);
     }
     json_decref(w.files);
@@ -239,6 +244,7 @@ int cb_snapimage_command(cb_sandbox_t *sb, const char *line, int fd) {
         s_pause_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         snprintf(s_pause_id, sizeof s_pause_id, "%s", id);
     }
+    if (is_pause && cb_sandbox_pauses_by_criu(sb)) return cb_sandbox_criu_pause(sb, line, fd);
     int rc = cb_sandbox_snap_command(sb, line, fd);
     if (rc < 0 && is_pause && s_pause_fd >= 0) { /* this pause is not coming: its fd goes now */
         int e = errno;
@@ -249,22 +255,27 @@ int cb_snapimage_command(cb_sandbox_t *sb, const char *line, int fd) {
     return rc;
 }
 
-void cb_snapimage_answer(const cb_options_t *o, const char *line) {
-    char id[CB_IMAGE_ID_HEX + 1];
-    if (sscanf(line, "paused " CB_IMAGE_ID_SCAN, id) != 1) {
-        (void) cb_report("snap %s", line);
-        return;
-    }
+int cb_snapimage_sealed(const cb_options_t *o, const char *id) {
     char why[CB_REPORT_LINE_MAX / 2];
     uint64_t bytes = 0;
+    int rc = -1;
     if (s_pause_fd < 0 || strcmp(id, s_pause_id) != 0)
         (void) cb_report("snap fail 0 the sandbox says it paused an image it was not asked for");
     else if (s_seal(o, s_pause_fd, &bytes, why, sizeof why) < 0)
         (void) cb_report("snap fail 0 the image could not be sealed: %s", why);
     else
-        (void) cb_report("snap paused %s %llu", id, (unsigned long long) bytes);
+        rc = cb_report("snap paused %s %llu", id, (unsigned long long) bytes) < 0 ? -1 : 0;
     if (s_pause_fd >= 0) close(s_pause_fd);
     s_pause_fd = -1;
+    return rc;
+}
+
+void cb_snapimage_answer(const cb_options_t *o, const char *line) {
+    char id[CB_IMAGE_ID_HEX + 1];
+    if (sscanf(line, "paused " CB_IMAGE_ID_SCAN, id) != 1)
+        (void) cb_report("snap %s", line);
+    else
+        (void) cb_snapimage_sealed(o, id);
 }
 
 /* ---- verifying ---------------------------------------------------------------------------- */
@@ -303,10 +314,10 @@ static json_t *s_read_sealed(int imgfd, char *why, size_t len) {
 
 int cb_snapimage_verify(const cb_options_t *o, char *why, size_t len) {
     why[0] = '\0';
-    if (o->isolation != CB_ISOLATION_GVISOR) {
+    if (o->isolation != CB_ISOLATION_GVISOR && o->isolation != CB_ISOLATION_NAMESPACES) {
         cb_fmt_why(why, len,
-                   "--resume-image: this build pauses only the gvisor tier "
-                   "(--isolation gvisor)");
+                   "--resume-image: the microvm tier cannot pause (--isolation gvisor or "
+                   "namespaces can)");
         return -1;
     }
     cb_autofd int imgfd = open(o->resume_image, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -318,6 +329,12 @@ int cb_snapimage_verify(const cb_options_t *o, char *why, size_t len) {
     json_auto_t *sealed = s_read_sealed(imgfd, w, sizeof w);
     if (sealed == NULL) {
         cb_fmt_why(why, len, "the image %s is refused: %s", o->resume_image, w);
+        return -1;
+    }
+    const char *tier = json_string_value(json_object_get(sealed, "tier"));
+    if (tier == NULL || strcmp(tier, s_tier(o)) != 0) {
+        cb_fmt_why(why, len, "the image %s is of the %.32s tier: resume it with --isolation %.32s",
+                   o->resume_image, tier ? tier : "?", tier ? tier : "?");
         return -1;
     }
     json_t *pins = json_object_get(sealed, "pins");

@@ -33,6 +33,9 @@ int cb_snapimage_command(cb_sandbox_t *sb, const char *line, int fd);
  * `snap LINE`, except `paused ID BYTES`, which is sealed first (and reported
  * as a failure if it cannot be). */
 void cb_snapimage_answer(const cb_options_t *o, const char *line);
+/* The image id the sandbox has written: sealed and reported as paused (0),
+ * or the failure reported (-1). */
+int cb_snapimage_sealed(const cb_options_t *o, const char *id);
 /* --resume-image: the image's files are exactly what files.mac vouches for,
  * its size fits the limits, and the host software it pins is unchanged.
  * Returns the image directory it checked, opened (the tier reads that fd,

@@ -26,7 +26,7 @@
  *                     into the directory sent with the command, as home/
  *                     and tmp/ (the image of a paused --pausable sandbox
  *                     takes them beside CRIU's dump of the copy)
- *                                                    -> exported ID BYTES FILES
+ *                                                    -> exported ID BYTES FILES PID
  *   import ID + fd    in a new sandbox, a checkpoint from such an image: its
  *                     park fifo made again and held, home/ and tmp/ copied
  *                     into the store, and its copy awaited (CRIU restores

@@ -58,7 +58,8 @@ void cb_snap_export_(cb_snap_agent_t *a, long id, int dir) {
     if (why[0] != '\0')
         cb_snap_say_(a, "fail %ld %s", id, why);
     else
-        cb_snap_say_(a, "exported %ld %llu %u", id, (unsigned long long) t.bytes, t.entries);
+        cb_snap_say_(a, "exported %ld %llu %u %d", id, (unsigned long long) t.bytes, t.entries,
+                     (int) s->pid);
 }
 
 /* Copies dir/home and dir/tmp into the store's directory top (as "0", "1").

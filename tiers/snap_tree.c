@@ -85,7 +85,8 @@ static void s_undo(int fd, mode_t undo) {
 /* Owner, mode and times of st onto the open fd. */
 static int s_attrs(cb_snap_tree_t *t, int fd, const struct stat *st, const char *name) {
     struct timespec ts[2] = {st->st_atim, st->st_mtim};
-    if ((t->own && fchown(fd, st->st_uid, st->st_gid) < 0) || fchmod(fd, st->st_mode & 07777) < 0 ||
+    if ((t->own && fchown(fd, st->st_uid, st->st_gid) < 0) ||
+        (t->as && fchown(fd, t->as_uid, t->as_gid) < 0) || fchmod(fd, st->st_mode & 07777) < 0 ||
         futimens(fd, ts) < 0)
         return s_fail(t, errno, "setting the attributes of %.64s: %s", name, strerror(errno));
     return 0;
@@ -94,7 +95,8 @@ static int s_attrs(cb_snap_tree_t *t, int fd, const struct stat *st, const char 
 /* The same for an entry that is not opened (symlink, fifo). */
 static int s_attrs_at(cb_snap_tree_t *t, int dir, const char *name, const struct stat *st) {
     struct timespec ts[2] = {st->st_atim, st->st_mtim};
-    if (t->own && fchownat(dir, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+    if ((t->own && fchownat(dir, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW) < 0) ||
+        (t->as && fchownat(dir, name, t->as_uid, t->as_gid, AT_SYMLINK_NOFOLLOW) < 0))
         return s_fail(t, errno, "setting the owner of %.64s: %s", name, strerror(errno));
     if (!S_ISLNK(st->st_mode) && fchmodat(dir, name, st->st_mode & 07777, 0) < 0)
         return s_fail(t, errno, "setting the mode of %.64s: %s", name, strerror(errno));

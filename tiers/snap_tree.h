@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "isolate/snap_limits.h"
 
@@ -37,6 +38,9 @@ typedef struct {
 
 typedef struct {
     bool own;                  /* restore owners (the agent runs as root) */
+    bool as;                   /* ... or give every entry this owner (the launcher, root, */
+    uid_t as_uid;              /*     copying a paused sandbox's files for its agent) */
+    gid_t as_gid;
     uint64_t bytes;            /* file bytes written */
     uint32_t entries;          /* entries handled */
     uint32_t skipped;          /* sockets and devices left out */
