@@ -190,12 +190,16 @@ int cb_session_snap_available(const cb_session_t *s);
 const char *cb_session_snap_why(const cb_session_t *s);
 /* 1 the sandbox can be paused into an image, else 0 (-1 not known yet). */
 int cb_session_snap_pausable(const cb_session_t *s);
+/* Why the tier said it cannot pause on this host ("" when it did not). */
+const char *cb_session_snap_pause_why(const cb_session_t *s);
 /* Pauses the sandbox (the runner idle) into the image directory dir, open
  * at fd (borrowed, kept until on_done): the tier writes it, the launcher
- * seals it, the sandbox ends, and the next start resumes from it.  0
- * started (on_done: CB_SNAP_PAUSE), -1 with why. */
-int cb_session_snap_pause(cb_session_t *s, const char *id, const char *dir, int fd, char *why,
-                          size_t why_len);
+ * seals it, the sandbox ends, and the next start resumes from it.  ckpt > 0
+ * (the namespaces tier, CRIU): a checkpoint in place of that id is taken
+ * first and its parked copy is what the launcher dumps.  0 started
+ * (on_done: CB_SNAP_PAUSE), -1 with why. */
+int cb_session_snap_pause(cb_session_t *s, const char *id, const char *dir, int fd, long ckpt,
+                          char *why, size_t why_len);
 /* The next sandbox is started from this verified image directory. */
 void cb_session_resume_from(cb_session_t *s, const char *dir);
 /* No sandbox is started, ever, and every request says why (an image that

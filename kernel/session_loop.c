@@ -122,7 +122,10 @@ void cb_session_sync(cb_session_t *s) {
 static int s_on_fd(zloop_t *loop, zmq_pollitem_t *item, void *arg) {
     (void) loop;
     cb_session_t *s = arg;
-    if (item->fd >= 0 && item->fd == s->proc.rep_fd) cb_launch_read_reports(&s->proc);
+    if (item->fd >= 0 && item->fd == s->proc.rep_fd) {
+        cb_launch_read_reports(&s->proc);
+        cb_sio_snap_reports(s);
+    }
     if (item->fd >= 0 && item->fd == s->proc.out_fd) cb_sio_read_pipe(s, 0, false);
     if (item->fd >= 0 && item->fd == s->proc.err_fd) cb_sio_read_pipe(s, 1, false);
     if (item->fd >= 0 && item->fd == s->proc.ev_fd) {

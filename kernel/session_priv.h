@@ -17,6 +17,7 @@
 #include "isolate/snap_limits.h"
 
 #define S_FACT_MAX 64 /* bytes of a fact from hello (versions, shell name) */
+#define CB_SNAP_PAUSE_WHY_MAX 400 /* bytes of why the tier cannot pause on this host */
 
 typedef enum { S_DOWN, S_STARTING, S_READY, S_DYING } s_state_t;
 
@@ -43,13 +44,16 @@ typedef struct {
     bool after_refused;                /* ... or it asked for one refused (why in fail) */
     cb_rframe_t held;                  /* that cell's done, held meanwhile (root owned) */
     int pausable;                      /* the tier said it can write an image: 1 */
+    char pause_why[CB_SNAP_PAUSE_WHY_MAX]; /* ... or why it cannot on this host (0) */
     bool paused;                       /* the sandbox ended for a pause: start anew only on demand */
     char resume_dir[CB_PATH_MAX];      /* start the next sandbox from this image, "" = none */
     bool resuming;                     /* the sandbox now starting is restored from it */
+    bool resume_sent;                  /* ... and its runner was told so (its nonce) */
     bool clone;                        /* this sandbox came from an image (reseed after rollbacks) */
     char pause_id[CB_IMAGE_ID_HEX + 1]; /* pause: the image being written */
     char pause_dir[CB_PATH_MAX];       /* ... its directory */
     int pause_fd;                      /* ... open (the caller's) */
+    long pause_ckpt;                   /* ... the checkpoint in place it is dumped from (CRIU), 0 */
     char refuse[CB_LAUNCH_TEXT_MAX];   /* no start at all, and why ("" = starts) */
 } s_snap_t;
 enum { S_FD_OUT, S_FD_ERR, S_FD_EV, S_FD_REP, S_FD_DBG, S_FD_COUNT };
@@ -141,6 +145,7 @@ ssize_t cb_sio_read_chunk(int fd, uint8_t **buf, size_t *len, size_t *cap, size_
 
 /* session_snap.c */
 void cb_sio_snap_spawned(cb_session_t *s);       /* a launcher was just spawned */
+void cb_sio_snap_reports(cb_session_t *s);       /* the launcher's reports were read */
 bool cb_sio_snap_gone(cb_session_t *s);          /* the sandbox ended; true: for a pause */
 const char *cb_sio_snap_start(cb_session_t *s); /* before a spawn: an image to resume, or NULL */
 bool cb_sio_snap_blocks(const cb_session_t *s);  /* requests must wait */

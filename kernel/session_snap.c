@@ -36,7 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_OP_MS        30000 /* an operation fails when not finished by then */
+#define S_OP_MS        30000  /* an operation fails when not finished by then */
+#define S_PAUSE_MS     180000 /* ... a pause (the tier writes the session's memory to disk) */
 #define S_PARK_FMT     CB_SNAP_PARK_DIR "/%ld"
 #define S_RESYNC_BODY  "{\"type\":\"resync\",\"nonce\":\"%s\"}"
 #define S_RESUMED_BODY "{\"type\":\"resumed\",\"nonce\":\"%s\"}"
@@ -60,6 +61,8 @@ static void s_fail_by(cb_session_t *s, const char *why, bool agent) {
     }
     if (p->op == CB_SNAP_CHECKPOINT && !agent && s->proc.rep_fd >= 0)
         (void) cb_launch_command(&s->proc, "snap drop %ld", p->id); /* no half-made copy */
+    if (p->op == CB_SNAP_PAUSE && p->pause_ckpt > 0 && s->proc.rep_fd >= 0)
+        (void) cb_launch_command(&s->proc, "snap drop %ld", p->pause_ckpt); /* the session stays */
     s_finish(s, false, why);
 }
 
@@ -91,6 +94,21 @@ static void s_start_resync(cb_session_t *s) {
     cb_sio_flush_out(s);
 }
 
+/* Both halves of a checkpoint are in (the runner forked, the agent has the
+ * files, or for a pause the copy parked): a checkpoint is done, a pause
+ * has its copy and asks the launcher to write the image from it. */
+static void s_fork_done(cb_session_t *s) {
+    s_snap_t *p = &s->snap;
+    if (p->op != CB_SNAP_PAUSE) {
+        s_finish(s, true, NULL);
+        return;
+    }
+    p->phase = S_PH_PAUSE;
+    if (cb_launch_command_fd(&s->proc, p->pause_fd, "snap pause %s %ld", p->pause_id,
+                             p->pause_ckpt) < 0)
+        s_fail(s, "the launcher did not take the command");
+}
+
 static void s_on_line(void *ud, const char *line) {
     cb_session_t *s = ud;
     s_snap_t *p = &s->snap;
@@ -111,6 +129,11 @@ static void s_on_line(void *ud, const char *line) {
     }
     if (strcmp(verb, "pausable") == 0) { /* the tier can write the sandbox into an image */
         p->pausable = 1;
+        return;
+    }
+    if (strcmp(verb, "unpausable") == 0) { /* ... or cannot, on this host: why */
+        p->pausable = 0;
+        snprintf(p->pause_why, sizeof p->pause_why, "%s", rest);
         return;
     }
     if (strcmp(verb, "paused") == 0) { /* sealed by the launcher */
@@ -134,7 +157,8 @@ static void s_on_line(void *ud, const char *line) {
         return;
     }
     rest += n;
-    if (strcmp(verb, "lost") == 0 && p->op == CB_SNAP_CHECKPOINT && id == p->id) {
+    if (strcmp(verb, "lost") == 0 && p->op != CB_SNAP_NONE && p->phase == S_PH_FORK &&
+        id == p->id) {
         s_fail_by(s, rest[0] ? rest : "its fork did not park", true); /* not recorded yet */
         return;
     }
@@ -145,7 +169,8 @@ static void s_on_line(void *ud, const char *line) {
     }
     if (strcmp(verb, "kept") == 0) return; /* the rolled-back runner's own copy parked */
     bool mine = p->op != CB_SNAP_NONE && (id == p->id || id == 0);
-    if (strcmp(verb, "saved") == 0 && !(mine && p->op == CB_SNAP_CHECKPOINT && !p->agent_done))
+    bool forking = mine && p->phase == S_PH_FORK && !p->agent_done;
+    if (strcmp(verb, "saved") == 0 && !forking)
         return; /* a checkpoint's fork parked after the checkpoint was done ("armed") */
     if (!mine) {
         LOG_W("checkpoint agent: '%.64s' matches no operation in progress", line);
@@ -157,8 +182,9 @@ static void s_on_line(void *ud, const char *line) {
         /* nothing in the sandbox changed: the session goes on as it is (under
          * gVisor the copy's death is heard only now, just before this) */
         s_finish(s, false, rest[0] ? rest : "the sandbox's checkpoint agent refused");
-    } else if ((strcmp(verb, "armed") == 0 || strcmp(verb, "saved") == 0) &&
-               p->op == CB_SNAP_CHECKPOINT && p->phase == S_PH_FORK) {
+    } else if (strcmp(verb, "armed") == 0 && p->op == CB_SNAP_PAUSE && forking) {
+        LOG_D("pause: checkpoint %ld armed; its copy parks next", p->id); /* "saved" counts */
+    } else if ((strcmp(verb, "armed") == 0 || strcmp(verb, "saved") == 0) && forking) {
         /* armed: the fifo is made and the files copied (the fork was asked for
          * at once: its copy waits for the fifo if it is first, and parks after);
          * saved, from an agent that copies the files once the copy parked */
@@ -173,7 +199,7 @@ static void s_on_line(void *ud, const char *line) {
         p->res.files = files;
         p->agent_done = true;
         LOG_D("checkpoint %ld: the agent has its files", p->id);
-        if (p->runner_done) s_finish(s, true, NULL);
+        if (p->runner_done) s_fork_done(s);
     } else if (strcmp(verb, "rolled") == 0 && p->op == CB_SNAP_ROLLBACK && p->phase == S_PH_KILL) {
         int pid = 0, ended = 0;
         (void) sscanf(rest, "%d %d", &pid, &ended);
@@ -238,9 +264,9 @@ static int s_start(cb_session_t *s, cb_snap_op_t op, long id, bool in_cell, char
         no = "checkpoints are not served by this client of the session";
     else if (s->state != S_READY)
         no = "the sandbox is not running (it is starting, or has just ended); try again";
-    else if (op != CB_SNAP_PAUSE && p->available == 0)
+    else if ((op != CB_SNAP_PAUSE || p->pause_ckpt > 0) && p->available == 0)
         no = p->why;
-    else if (op != CB_SNAP_PAUSE && p->available < 0)
+    else if ((op != CB_SNAP_PAUSE || p->pause_ckpt > 0) && p->available < 0)
         no = "the sandbox's checkpoint agent has not said it is ready";
     else if (p->op != CB_SNAP_NONE)
         no = "another checkpoint operation is in progress";
@@ -259,9 +285,12 @@ static int s_start(cb_session_t *s, cb_snap_op_t op, long id, bool in_cell, char
     p->id = id;
     p->in_cell = in_cell;
     p->runner_done = p->agent_done = false;
-    p->deadline_ms = cb_now_ms() + S_OP_MS;
+    p->deadline_ms = cb_now_ms() + (op == CB_SNAP_PAUSE ? S_PAUSE_MS : S_OP_MS);
     int rc;
-    if (op == CB_SNAP_CHECKPOINT) { /* arm the agent and fork the runner at once */
+    if (op == CB_SNAP_PAUSE && p->pause_ckpt > 0) /* CRIU dumps a checkpoint's parked copy */
+        p->id = id = p->pause_ckpt;
+    if (op == CB_SNAP_CHECKPOINT || (op == CB_SNAP_PAUSE && p->pause_ckpt > 0)) {
+        /* arm the agent and fork the runner at once */
         char fifo[sizeof CB_SNAP_PARK_DIR + 24];
         snprintf(fifo, sizeof fifo, S_PARK_FMT, id);
         p->phase = S_PH_FORK;
@@ -316,8 +345,19 @@ void cb_sio_snap_spawned(cb_session_t *s) {
     s->proc.snap_ud = s;
     s->snap.available = -1;
     s->snap.pausable = -1;
+    s->snap.pause_why[0] = '\0';
     s->snap.why[0] = '\0';
-    if (s->snap.resuming) s_send_resume(s);
+    s->snap.resume_sent = false; /* sent once the runner is started (cb_sio_snap_reports) */
+}
+
+void cb_sio_snap_reports(cb_session_t *s) {
+    /* not at spawn: a --pausable sandbox's channels are replaced by the
+     * sandbox's own before the runner starts, and what was written on ours
+     * would be lost; after "started" the channel is final */
+    if (s->snap.resuming && !s->snap.resume_sent && s->proc.runner_pid > 0) {
+        s->snap.resume_sent = true;
+        s_send_resume(s);
+    }
 }
 
 const char *cb_sio_snap_start(cb_session_t *s) {
@@ -353,7 +393,8 @@ bool cb_sio_snap_frame(cb_session_t *s, const cb_rframe_t *f) {
     s_snap_t *p = &s->snap;
     switch (f->type) {
     case CB_RF_CHECKPOINT_REPLY:
-        if (p->op != CB_SNAP_CHECKPOINT || p->phase != S_PH_FORK || f->seq != p->seq ||
+        if ((p->op != CB_SNAP_CHECKPOINT && p->op != CB_SNAP_PAUSE) || p->phase != S_PH_FORK ||
+            f->seq != p->seq ||
             p->runner_done)
             break;
         if (strcmp(f->u.ckpt.status, "ok") != 0) {
@@ -366,7 +407,7 @@ bool cb_sio_snap_frame(cb_session_t *s, const cb_rframe_t *f) {
         p->runner_done = true;
         LOG_D("checkpoint %ld: the runner forked", p->id);
         p->res.threads = f->u.ckpt.threads > 0 ? (long) f->u.ckpt.threads : 0;
-        if (p->agent_done) s_finish(s, true, NULL);
+        if (p->agent_done) s_fork_done(s);
         return true;
     case CB_RF_RESUMED:
         if (p->resuming && s->state == S_STARTING && strcmp(f->u.resumed.nonce, p->nonce) == 0) {
@@ -375,6 +416,10 @@ bool cb_sio_snap_frame(cb_session_t *s, const cb_rframe_t *f) {
             p->clone = true;
             LOG_I("the sandbox is restored from its image");
             cb_sio_ready(s, &f->u.resumed.facts);
+            return true;
+        }
+        if (p->resuming && s->state == S_STARTING) { /* resumed by CRIU (namespaces) */
+            LOG_D("the restored copy answered the launcher's wake; its resume answer follows");
             return true;
         }
         if (p->op != CB_SNAP_ROLLBACK || p->phase != S_PH_FOUND ||
@@ -504,9 +549,11 @@ int cb_session_snap(cb_session_t *s, cb_snap_op_t op, long id, char *why, size_t
 bool cb_session_snap_busy(const cb_session_t *s) { return s->snap.op != CB_SNAP_NONE; }
 int cb_session_snap_available(const cb_session_t *s) { return s->snap.available; }
 int cb_session_snap_pausable(const cb_session_t *s) { return s->snap.pausable; }
+const char *cb_session_snap_pause_why(const cb_session_t *s) { return s->snap.pause_why; }
 
-int cb_session_snap_pause(cb_session_t *s, const char *id, const char *dir, int fd, char *why,
-                          size_t why_len) {
+int cb_session_snap_pause(cb_session_t *s, const char *id, const char *dir, int fd, long ckpt,
+                          char *why, size_t why_len) {
+    s->snap.pause_ckpt = ckpt;
     snprintf(s->snap.pause_id, sizeof s->snap.pause_id, "%s", id);
     snprintf(s->snap.pause_dir, sizeof s->snap.pause_dir, "%s", dir);
     s->snap.pause_fd = fd;

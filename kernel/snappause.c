@@ -36,11 +36,21 @@ const char *cb_snappause_why(const cb_kernel_t *k) {
         return "the microvm tier cannot pause yet: QEMU refuses to migrate or save a VM while "
                "its filesystems are 9p exports (its root and home are); checkpoints in place "
                "(cellblock_checkpoint_request) work in it, and --isolation gvisor can pause";
-    return "pausing the namespaces tier is not built yet: the sandbox CRIU can dump is "
-           "(--pausable), and so are the launcher's dump and restorer; the resume that uses them "
-           "is not (docs/SNAPSHOTS.md 'Not done'), and Debian 12's criu 3.17 fails on kernels from 6.13 on ('Unexpected "
-           "rt vDSO area bounds'); use --isolation gvisor to pause, or checkpoints in place "
-           "(cellblock_checkpoint_request), which work in every tier";
+    if (!k->opts->c.pausable && k->opts->c.resume == NULL)
+        return "the namespaces tier pauses with CRIU only when the kernel is started with "
+               "--pausable (as root, with Debian's criu installed); or use --isolation gvisor, "
+               "or checkpoints in place (cellblock_checkpoint_request), which work in every tier";
+    const char *host = cb_session_snap_pause_why(k->session);
+    if (host[0] != '\0') return host; /* the launcher's: criu missing, or too old here */
+    return cb_session_snap_pausable(k->session) < 0
+               ? "the sandbox is starting; retry"
+               : "CRIU is not installed on this host (apt-get install criu), or this is not a "
+                 "root kernel; --isolation gvisor can pause too";
+}
+
+/* The namespaces tier (CRIU) dumps a checkpoint in place's parked copy */
+static bool s_by_criu(const cb_kernel_t *k) {
+    return strcmp(k->opts->c.isolation, "gvisor") != 0 && strcmp(k->opts->c.isolation, "microvm") != 0;
 }
 
 void cb_snapshot_pause(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
@@ -71,7 +81,9 @@ void cb_snapshot_pause(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort)
         return;
     }
     snprintf(dir, sizeof dir, "%s/%s", sn->store, sn->pause_id);
-    if (cb_session_snap_pause(k->session, sn->pause_id, dir, sn->pause_fd, why, sizeof why) < 0) {
+    long ckpt = s_by_criu(k) ? ++sn->next_id : 0; /* an id no checkpoint of the user's has */
+    if (cb_session_snap_pause(k->session, sn->pause_id, dir, sn->pause_fd, ckpt, why,
+                              sizeof why) < 0) {
         close(sn->pause_fd);
         sn->pause_fd = -1;
         cb_image_discard(sn->store, sn->pause_id);
@@ -93,7 +105,7 @@ static json_t *s_record(cb_snapshots_t *sn) {
     char now[32];
     cb_iso_now(now);
     json_t *ckpts = json_array(); /* parked in the sandbox, so in the image too */
-    for (int i = 0; ckpts && i < CB_SNAP_MAX; i++) {
+    for (int i = 0; ckpts && !s_by_criu(k) && i < CB_SNAP_MAX; i++) { /* CRIU: one copy only */
         const cb_snap_rec_t *c = &sn->rec[i];
         if (c->id != 0)
             json_array_append_new(ckpts,
@@ -125,11 +137,23 @@ void cb_snappause_done(cb_snapshots_t *sn, const cb_snap_result_t *r) {
         return;
     }
     LOG_I("session paused into image %s (%llu bytes)", sn->pause_id, (unsigned long long) r->bytes);
-    cb_snapshots_finish_req(
-        sn,
-        json_pack("{s:s, s:s, s:I, s:i, s:s}", "status", "ok", "image", sn->pause_id, "bytes",
+    bool criu = s_by_criu(sn->k);
+    json_t *reply =
+        json_pack("{s:s, s:s, s:I, s:i, s:s, s:b}", "status", "ok", "image", sn->pause_id, "bytes",
                   (json_int_t) r->bytes, "execution_count", sn->k->exec_count, "resume",
-                  "the next request here, or cellblock-kernel --resume ID, Sandbox.resume(ID)"));
+                  "the next request here, or cellblock-kernel --resume ID, Sandbox.resume(ID)",
+                  "checkpoints_kept", !criu);
+    if (criu) { /* the image holds the session, not the copies parked beside it */
+        for (int i = 0; i < CB_SNAP_MAX; i++)
+            if (sn->rec[i].id != 0) {
+                json_decref(sn->rec[i].comms);
+                memset(&sn->rec[i], 0, sizeof sn->rec[i]);
+            }
+        json_object_set_new(reply, "note",
+                            json_string("the namespaces tier's image holds the session only: the "
+                                        "checkpoints in place taken before the pause are gone"));
+    }
+    cb_snapshots_finish_req(sn, reply);
 }
 
 void cb_snapshots_resume(cb_snapshots_t *sn, const char *ref) {
