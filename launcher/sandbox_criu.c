@@ -32,7 +32,9 @@
  */
 #include "launcher/sandbox_priv.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -52,6 +54,7 @@
 
 #define S_STAGE       ".stage"  /* the pause's stage, in the image directory */
 #define S_STAGE_IMG   "img"     /* resume: the image's copy, in the stage */
+#define S_STAGE_SWEEP 16        /* dead launchers' stages removed per resume */
 #define S_ID_FILE     "criu.id" /* the image's checkpoint id */
 #define S_ID_MAX      24        /* bytes of it */
 #define S_CHILDREN    4096      /* bytes of init's children list read */
@@ -280,6 +283,28 @@ int cb_sb_criu_resync(cb_sandbox_t *sb, int kernel_end) {
     return cb_write_all(kernel_end, frame, 4 + (size_t) n);
 }
 
+/* Stages of launchers that died while resuming (their pid gone, or ours). */
+static void s_sweep_stages(int store) {
+    cb_autofd int d = fcntl(store, F_DUPFD_CLOEXEC, 3);
+    DIR *dir = d < 0 ? NULL : fdopendir(d);
+    if (dir == NULL) return;
+    d = -1; /* the stream has it */
+    struct dirent *e;
+    char name[S_STAGE_SWEEP][sizeof S.stage];
+    size_t n = 0;
+    while (n < S_STAGE_SWEEP && (e = readdir(dir)) != NULL) {
+        long pid = 0;
+        char end = 0;
+        if (sscanf(e->d_name, S_STAGE "-%ld%c", &pid, &end) == 1 && pid > 0 &&
+            (pid == (long) getpid() || (kill((pid_t) pid, 0) < 0 && errno == ESRCH)))
+            (void) snprintf(name[n++], sizeof name[0], "%.*s", (int) sizeof name[0] - 1,
+                            e->d_name);
+    }
+    for (size_t i = 0; i < n; i++)
+        s_remove_tree(dirfd(dir), name[i]);
+    closedir(dir);
+}
+
 /* The image's checkpoint id (criu.id, sealed with the rest). */
 static long s_read_id(int imgfd) {
     char buf[S_ID_MAX] = "";
@@ -298,9 +323,9 @@ void cb_sb_criu_resume_begin(cb_sandbox_t *sb, int imgfd) {
         s_resume_fail(sb, "the image names no checkpoint (criu.id)");
         return;
     }
-    (void) snprintf(S.stage, sizeof S.stage, ".stage-%ld", (long) getpid());
+    (void) snprintf(S.stage, sizeof S.stage, S_STAGE "-%ld", (long) getpid());
     S.storefd = openat(imgfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (S.storefd >= 0) s_remove_tree(S.storefd, S.stage); /* a dead launcher's of our pid */
+    if (S.storefd >= 0) s_sweep_stages(S.storefd);
     if (S.storefd < 0 || mkdirat(S.storefd, S.stage, 0700) < 0 ||
         (S.stagefd = openat(S.storefd, S.stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
             0 ||
