@@ -18,6 +18,8 @@ POLICY = "tests/integration/test_network_policy.py"
 PAUSABLE = "tests/security/test_pausable.py"
 CRIU = PAUSABLE + "::test_criu_dumps_the_runner_of_a_pausable_sandbox_only"
 CRIU_LAUNCHER = PAUSABLE + "::test_the_launchers_dump_of_a_parked_copy_leaves_the_session_as_it_was"
+CRIU_PAUSE = (PAUSABLE + "::test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_"
+              "force")
 BANNER = LIMITS + "::test_banner_says_what_holds_the_limits"
 MEMORY = LIMITS + "::test_memory_limit_names_the_cause"
 RESOURCES = "memory_limit or pids_limit or cpu_limit or fork_bomb or disk_limit or open_files"
@@ -37,8 +39,9 @@ class Suite:
 SUBSET = [
     Suite("root", "root", "root", "cgroup v2",
           [BANNER, MEMORY, ESCAPE + "::test_pids_limit",
-           HOSTILE + "::test_no_cgroup_left_after_hard_kill[sigkill_kernel]", CRIU, CRIU_LAUNCHER],
-          6,
+           HOSTILE + "::test_no_cgroup_left_after_hard_kill[sigkill_kernel]", CRIU, CRIU_LAUNCHER,
+           CRIU_PAUSE],
+          7,
           {"CB_SECURITY_KERNELS": "cellblock", "CB_CRIU_MUST_WORK": "1"}),
     Suite("delegated", "cbuser", "delegated", "cgroup v2", [BANNER, MEMORY], 2),
     Suite("undelegated", "cbuser", "undelegated", "DEGRADED", [BANNER], 1),
@@ -71,8 +74,9 @@ FULL = [
           [WARM, "-k", "share_namespaces or see_only_themselves or random_state or "
            "not_reachable or every_layer or landlock_refuses or bounded_and_accounted"], 11),
     # --pausable (issue 20): the sandbox as any other, and criu (Debian's,
-    # which works on this kernel) dumps its runner, not an ordinary one's
-    Suite("root-pausable", "root", "root", "cgroup v2", [PAUSABLE], 8,
+    # which works on this kernel) dumps its runner, not an ordinary one's;
+    # pause, resume and fork with every layer again; a tampered image refused
+    Suite("root-pausable", "root", "root", "cgroup v2", [PAUSABLE], 10,
           {"CB_SECURITY_KERNELS": "cellblock", "CB_CRIU_MUST_WORK": "1"}),
     # what each cell cost and usage_request (issue 22) from v2's files
     Suite("root-costs", "root", "root", "cgroup v2",

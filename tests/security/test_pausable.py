@@ -399,8 +399,9 @@ def _runner_uid_and_cgroup(k):
 def test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_force():
     """The namespaces tier's pause (docs/SNAPSHOTS.md): a checkpoint in place,
     its parked copy dumped by criu into a sealed image of the store, the
-    sandbox ended; the same kernel's next cell and two new kernels
-    (--resume ID) restore it into new sandboxes of their own.  Each has the
+    sandbox ended; the same kernel's next cell and three new kernels
+    (--resume ID) restore it into new sandboxes of their own: four kernels
+    from one image.  Each has the
     state (variables, home, /tmp), reseeded generators, a host uid and a
     cgroup of its own, and every layer of the banner in force again."""
     _check_available("cellblock")
@@ -433,15 +434,16 @@ def test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_force()
         # the same kernel's next cell resumes from the image
         out, err = a.run(CHECK_STATE)
         assert (out, err) == ("42 home tmp True True []\n", None), (out, err)
-        forks = [Kernel("cellblock", ["--resume", image, "--image-dir", store]) for _ in range(2)]
+        # four kernels from one image: the paused one and three new ones
+        forks = [Kernel("cellblock", ["--resume", image, "--image-dir", store]) for _ in range(3)]
         seen = {}
         for i, k in enumerate(forks):
             out, err = k.run(CHECK_STATE)
             assert (out, err) == ("42 home tmp True True []\n", None), (i, out, err)
             seen[i] = _runner_uid_and_cgroup(k)
         uids = [uid_a] + [u for u, _ in seen.values()]
-        assert len(set(uids)) == 3 and 0 not in uids, uids
-        assert seen[0][1] != seen[1][1], "two resumed kernels share a cgroup"
+        assert len(set(uids)) == 4 and 0 not in uids, uids
+        assert len(set(tuple(c) for _, c in seen.values())) == 3, "resumed kernels share a cgroup"
         # independent: a change in one is not in the other
         forks[0].run("x = 1")
         assert forks[1].run("print(x)")[0] == "42\n"
