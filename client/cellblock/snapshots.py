@@ -7,7 +7,7 @@ and rollback (every tier), pause to an image on disk and resume, fork.
         sb.run_code("x = risky()")
         sb.rollback("before")              # x == 1 again, files of home and /tmp too
 
-    sb = Sandbox(isolation="gvisor")
+    sb = Sandbox(isolation="gvisor")       # or extra_args=["--pausable"] (namespaces, CRIU)
     image = sb.pause()                     # the session on disk; the sandbox ends
     sb2 = Sandbox.resume(image)            # later, in a new kernel
     clones = sb2.fork(4)                   # 4 more kernels from one image
@@ -86,7 +86,8 @@ class Snapshots:
 
     def pause(self, keep_kernel=False):
         """Write the whole session into an image on disk (its memory and the
-        files of its home; --isolation gvisor on this build) and end the
+        files of its home and /tmp; --isolation gvisor, or a --pausable
+        namespaces sandbox where Debian's criu can dump) and end the
         sandbox, freeing its memory, host uid and cgroup.  Returns the
         image's id, for Sandbox.resume(id).  The kernel itself is shut down
         too unless keep_kernel (then its next cell resumes the image)."""
@@ -100,7 +101,8 @@ class Snapshots:
         """A new Sandbox (a new kernel) started from a paused session's image:
         it continues where the pause left it, with its own sandbox, host uid,
         cgroup and limits; random generators are reseeded.  kwargs as
-        Sandbox(); isolation must be the image's (gvisor)."""
+        Sandbox(); isolation must be the image's (default gvisor; pass
+        isolation="namespaces" for a --pausable session's image)."""
         kwargs.setdefault("isolation", "gvisor")
         extra = list(kwargs.pop("extra_args", None) or [])
         return cls(extra_args=extra + ["--resume", str(image)], **kwargs)
