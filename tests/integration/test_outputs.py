@@ -351,7 +351,12 @@ def test_show_sends_in_order(shared_kernel):
     plt.show()
     print('two')
     """))
-    k = [x for x in kinds(r) if x[0] in ("stream", "display_data")]
+    k = []
+    for x in kinds(r):  # adjacent stream messages read as one, as a frontend shows them
+        if x[0] == "stream" and k and k[-1][0] == "stream":  # (a loaded host may split one)
+            k[-1] = ("stream", k[-1][1] + x[1])
+        elif x[0] in ("stream", "display_data"):
+            k.append(x)
     assert k == [("stream", "one\n"), ("display_data", ("image/png", "text/plain")),
                  ("stream", "two\n")], k
     _check_png_display(images(r)[0])
