@@ -339,15 +339,16 @@ static const cb_flag_t s_table[] = {
     /* snapshots (docs/SNAPSHOTS.md) */
     {"resume", CB_FK_TEXT, S_NO, "", NULL, NULL, "IMAGE", "snapshots",
      "start from a paused session's image: its id (Sandbox.pause(), cellblock_pause_request) "
-     "or its directory; --isolation gvisor",
+     "or its directory; --isolation of its tier (gvisor, or namespaces: --pausable then)",
      S_K, S_OFF(resume), 0, s_check_image},
     {"image-dir", CB_FK_PATH, S_NO, "", NULL, NULL, "DIR", "snapshots",
      "where paused sessions' images are kept (default: " CB_IMAGE_DIR_ROOT " as root, else "
      "~/" CB_IMAGE_DIR_USER ")",
      S_K, S_OFF(image_dir), 0, NULL},
     {"pausable", CB_FK_BOOL, S_NO, "", NULL, NULL, NULL, "snapshots",
-     "a sandbox CRIU can dump (docs/SNAPSHOTS.md): its uid 0 mapped to a second host id, "
-     "the runner's channels made in its network namespace; root launcher, no warm start",
+     "a sandbox CRIU can dump, so the session can pause (docs/SNAPSHOTS.md): its uid 0 mapped "
+     "to a second host id, the runner's channels made in its network namespace; root "
+     "launcher, no warm start",
      S_L, S_OFF(pausable), 0, NULL},
     {"resume-image", CB_FK_PATH, S_NO, "", NULL, NULL, "DIR", "snapshots",
      "restore the sandbox from this image (given by the kernel once it has verified it)",
