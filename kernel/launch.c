@@ -222,7 +222,8 @@ static void s_report(cb_launch_t *r, char *msg, size_t len, int passed_fd) {
     } else if (S_IS("waiting")) {
         long ms = strtol(rest, NULL, 10);
         if (ms > 0 && ms <= CB_RUNNER_WAIT_MAX_MS) r->wait_ms = ms;
-        LOG_I("the launcher waits up to %ld ms for a warm template before the runner starts", ms);
+        LOG_I("the launcher asks for up to %ld ms more for the runner's hello (a warm template's "
+              "build, a restore)", ms);
     } else if (S_IS("started")) {
         r->runner_pid = (pid_t) strtol(rest, NULL, 10);
     } else if (S_IS("exit")) {

@@ -33,6 +33,7 @@
 #define CB_CRIU_KDAT_MAX   (64u << 10)      /* bytes of it we copy */
 #define CB_CRIU_RUN_OPTS   "mode=0700,size=1m,nr_inodes=16" /* the tmpfs over the sandbox's /run */
 #define CB_CRIU_TIMEOUT_MS 600000      /* a dump or a check longer than this is killed */
+#define CB_CRIU_RESUME_WAIT_MS 300000  /* the kernel's extra wait for a restored runner's hello */
 #define CB_CRIU_LOG        "dump.log"  /* criu's log, in the image directory */
 #define CB_CRIU_LOG_SCAN   (64u << 10) /* bytes of criu's log searched for its first error */
 

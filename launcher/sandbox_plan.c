@@ -7,6 +7,8 @@
  */
 #include "launcher/sandbox_priv.h"
 
+#include "launcher/criu_dump.h"
+
 #include <errno.h>
 #include <libgen.h>
 #include <signal.h>
@@ -289,6 +291,9 @@ int cb_sb_plan(cb_sandbox_t *sb) {
     if (imgfd >= 0 && sb->tier == NULL) { /* namespaces: restored by CRIU once it runs */
         sb->resume_fd = imgfd;
         imgfd = -1;
+        /* the restored runner's hello (its resume answer) comes after the
+         * image is copied and criu has restored it: the kernel waits longer */
+        (void) cb_report("waiting %d", CB_CRIU_RESUME_WAIT_MS);
     } else if (imgfd >= 0) { /* the directory checked, not its path again */
         cb_tier_set_image(sb->tier, imgfd);
         imgfd = -1;
