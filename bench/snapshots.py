@@ -4,6 +4,7 @@ place, rollback, pause/resume and fork cost, beside a cold start of the same
 session, in one run.
 
     make bench-snapshots
+    make bench-snapshots-guest      # the namespaces tier's pause by CRIU, in the test guest
     /usr/bin/python3 bench/snapshots.py [--mib 500] [--pause-mib 100] [--reps 5]
     /usr/bin/python3 bench/snapshots.py --write bench/RESULTS.md
 
@@ -144,9 +145,15 @@ def bench_namespaces(spec, mib, reps):
 
 
 def bench_gvisor(spec, mib, store):
+    return bench_pause(spec, mib, ["--isolation", "gvisor", "--image-dir", store,
+                                   "--memory", str(max(1024, 4 * mib))], "gv")
+
+
+def bench_pause(spec, mib, extra, label):
+    """Pause, resume (the same kernel, a new one) and fork of a session of mib
+    MiB, the tier's flags in extra."""
     r = {}
-    extra = ["--isolation", "gvisor", "--image-dir", store, "--memory", str(max(1024, 4 * mib))]
-    k, r["cold"] = cold(spec, extra, mib, "gv")
+    k, r["cold"] = cold(spec, extra, mib, label)
     cell(k, "1")
     r["resident"] = sandbox_memory(k)
     c, r["pause"] = control(k, "cellblock_pause_request")
@@ -156,7 +163,7 @@ def bench_gvisor(spec, mib, store):
     r["resume_same"] = now() - t0
     uid0 = banner_uid(k)
     t0 = now()
-    k2 = start(spec, extra + ["--resume", image], "gv-resume")
+    k2 = start(spec, extra + ["--resume", image], label + "-resume")
     cell(k2, "a.sum() > 0")
     r["resume_new"] = now() - t0
     k2.shutdown()
@@ -185,6 +192,36 @@ def fmt_ms(s):
     return "%.0f ms" % (s * 1000) if s < 10 else "%.1f s" % s
 
 
+def pause_rows(tier, gv, pmib):
+    return [
+        "| %s: cold start, %d MiB of state | %s | 1 | |" % (tier, pmib, fmt_ms(gv["cold"])),
+        "| %s: pause (image written, sandbox ended) | %s | %.3f | image %.0f MiB, "
+        "resident memory %.0f MiB before (ratio %.2f) |" % (
+            tier, fmt_ms(gv["pause"]), gv["pause"] / gv["cold"], gv["image"] / 2**20,
+            (gv["resident"] or 0) / 2**20, gv["image"] / gv["resident"] if gv["resident"]
+            else float("nan")),
+        "| %s: resume -> first result (the same kernel) | %s | %.3f | |" % (
+            tier, fmt_ms(gv["resume_same"]), gv["resume_same"] / gv["cold"]),
+        "| %s: resume -> first result (a new kernel, --resume) | %s | %.3f | |" % (
+            tier, fmt_ms(gv["resume_new"]), gv["resume_new"] / gv["cold"]),
+        "| %s: fork, 4 kernels from one image, all answering | %s | %.3f | values %s, "
+        "%d distinct host uids with the original |" % (
+            tier, fmt_ms(gv["fork"]), gv["fork"] / gv["cold"], "/".join(gv["fork_values"]),
+            gv["fork_uids"])]
+
+
+def report_guest(data, boot, pmib):
+    lines = ["## Snapshots in the test guest (issue 20): the namespaces tier's pause by CRIU",
+             "",
+             "`make bench-snapshots-guest` (bench/snapshots.py --guest), %s: Debian's criu "
+             "%s on the guest's kernel %s under QEMU TCG (booted in %.0f s), a --pausable "
+             "session of %d MiB of numpy/pandas state; one run.  Emulated, so only the ratios "
+             "to the cold start carry over to real hardware." % (
+                 datetime.date.today().isoformat(), data["criu"], data["uname"], boot, pmib),
+             "", "| what | time | ratio to the cold start | note |", "|---|---|---|---|"]
+    return "\n".join(lines + pause_rows("namespaces (CRIU)", data["r"], pmib)) + "\n"
+
+
 def report(ns, gv, mib, pmib, reps):
     lines = ["## Snapshots (issue 20): checkpoints in place, rollback, pause, resume, fork", "",
              "Run %s on %s (%s, %d CPUs, load average %.1f at the end: the host is shared), "
@@ -210,22 +247,66 @@ def report(ns, gv, mib, pmib, reps):
                 fmt_ms(ns["rollback"]), ns["rollback"] / ns["cold"],
                 fmt_ms(ns["rollback_reply"]), fmt_ms(ns["cell"]))]
     if gv:
-        lines += [
-            "| gvisor: cold start, %d MiB of state | %s | 1 | |" % (pmib, fmt_ms(gv["cold"])),
-            "| gvisor: pause (image written, sandbox ended) | %s | %.3f | image %.0f MiB, "
-            "resident memory %.0f MiB before (ratio %.2f) |" % (
-                fmt_ms(gv["pause"]), gv["pause"] / gv["cold"], gv["image"] / 2**20,
-                (gv["resident"] or 0) / 2**20, gv["image"] / gv["resident"] if gv["resident"]
-                else float("nan")),
-            "| gvisor: resume -> first result (the same kernel) | %s | %.3f | |" % (
-                fmt_ms(gv["resume_same"]), gv["resume_same"] / gv["cold"]),
-            "| gvisor: resume -> first result (a new kernel, --resume) | %s | %.3f | |" % (
-                fmt_ms(gv["resume_new"]), gv["resume_new"] / gv["cold"]),
-            "| gvisor: fork, 4 kernels from one image, all answering | %s | %.3f | values %s, "
-            "%d distinct host uids with the original |" % (
-                fmt_ms(gv["fork"]), gv["fork"] / gv["cold"], "/".join(gv["fork_values"]),
-                gv["fork_uids"])]
+        lines += pause_rows("gvisor", gv, pmib)
     return "\n".join(lines) + "\n"
+
+
+def in_guest(pmib, out):
+    """Runs inside the test guest: the namespaces tier's pause by CRIU."""
+    import json
+    import subprocess
+    spec, _ = built_kernelspecs()
+    store = tempfile.mkdtemp(prefix="cb-bench-images-", dir="/var/tmp")
+    os.chmod(store, 0o700)
+    import glob
+    import kclient
+    error = None
+    try:
+        # (TCG: a cell that imports numpy and pandas takes longer than --timeout's default)
+        r = bench_pause(spec, pmib, ["--pausable", "--image-dir", os.path.join(store, "s"),
+                                     "--memory", str(max(1024, 4 * pmib)), "--timeout", "900"],
+                        "ns")
+    except (kclient.HarnessError, RuntimeError) as e:  # the kernels' logs come back with it
+        r, error = None, str(e)
+        for log in sorted(glob.glob(os.path.join(kclient._TMP, "*.log"))):
+            with open(log, errors="replace") as f:
+                error += "\n--- %s\n%s" % (log, f.read()[-4000:])
+    finally:
+        cleanup_all()
+        shutil.rmtree(store, ignore_errors=True)
+    v = subprocess.run(["criu", "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"Version: (\S+)", v)
+    with open(out, "w") as f:
+        json.dump({"r": r, "error": error, "uname": os.uname().release,
+                   "criu": m.group(1) if m else "?"}, f)
+
+
+def guest(pmib, write):
+    import json
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "guest"))
+    import guestvm
+    ok, why = guestvm.available()
+    if not ok:
+        print("bench/snapshots.py --guest: cannot boot the test guest: %s" % why,
+              file=sys.stderr)
+        return
+    step = guestvm.Step(["/usr/bin/python3", os.path.abspath(__file__), "--pause-mib",
+                         str(pmib), "--in-guest", "/mnt/cbout/bench.json"],
+                        env={"CELLBLOCK_BUILD": os.path.abspath(guestvm.BUILD)}, cwd="/",
+                        timeout=3000)
+    res = guestvm.Guest().run([step])
+    raw = res.files.get("bench.json")
+    if raw is None:
+        print("rc %s\n%s\n%s" % (res.steps[0].rc, res.steps[0].output[-3000:], res.error),
+              file=sys.stderr)
+        sys.exit("bench/snapshots.py --guest: no figures came back")
+    data = json.loads(raw)
+    if data.get("error"):
+        sys.exit("bench/snapshots.py --guest: %s" % data["error"])
+    text = report_guest(data, res.boot_seconds, pmib)
+    print(text)
+    if write:
+        write_section(write, "snapshots-guest", text)
 
 
 def main():
@@ -234,8 +315,17 @@ def main():
     ap.add_argument("--pause-mib", type=int, default=100)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--skip-gvisor", action="store_true")
+    ap.add_argument("--guest", action="store_true",
+                    help="the namespaces tier's pause by CRIU, in the test guest")
+    ap.add_argument("--in-guest", metavar="OUT", help=argparse.SUPPRESS)
     ap.add_argument("--write", metavar="FILE")
     a = ap.parse_args()
+    if a.in_guest:
+        in_guest(a.pause_mib, a.in_guest)
+        return
+    if a.guest:
+        guest(a.pause_mib, a.write)
+        return
     spec, _ = built_kernelspecs()
     store = tempfile.mkdtemp(prefix="cb-bench-images-")
     try:
