@@ -389,6 +389,23 @@ CHECK_STATE = ("import os\nprint(x, open('note.txt').read(), open('/tmp/t').read
                "random.random() != r0, numpy.random.random() != n0, os.listdir('/run'))")
 
 
+@pytest.fixture
+def store():
+    """An image store of the test's own (0700), removed afterwards."""
+    d = tempfile.mkdtemp(prefix="cb-images-", dir="/var/tmp")
+    os.chmod(d, 0o700)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _criu_kernel(store):
+    """A --pausable kernel with its images in store, where criu works."""
+    _check_available("cellblock")
+    _needs_root()
+    _criu()
+    return Kernel("cellblock", ["--pausable", "--image-dir", store])
+
+
 def _runner_uid_and_cgroup(k):
     pid = _pid(k)
     uid, cg = host_view(k, pid)
@@ -396,20 +413,15 @@ def _runner_uid_and_cgroup(k):
 
 
 @pytest.mark.timeout(1200)
-def test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_force():
+def test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_force(store):
     """The namespaces tier's pause (docs/SNAPSHOTS.md): a checkpoint in place,
     its parked copy dumped by criu into a sealed image of the store, the
     sandbox ended; the same kernel's next cell and three new kernels
     (--resume ID) restore it into new sandboxes of their own: four kernels
-    from one image.  Each has the
-    state (variables, home, /tmp), reseeded generators, a host uid and a
-    cgroup of its own, and every layer of the banner in force again."""
-    _check_available("cellblock")
-    _needs_root()
-    _criu()
-    store = tempfile.mkdtemp(prefix="cb-images-", dir="/var/tmp")
-    os.chmod(store, 0o700)
-    a = Kernel("cellblock", ["--pausable", "--image-dir", store])
+    from one image.  Each has the state (variables, home, /tmp), reseeded
+    generators, a host uid and a cgroup of its own, and every layer of the
+    banner in force again."""
+    a = _criu_kernel(store)
     forks = []
     try:
         assert a.run(STATE) == ("", None)
@@ -458,17 +470,11 @@ def test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_force()
     finally:
         for k in [a] + forks:
             k.shutdown()
-        shutil.rmtree(store, ignore_errors=True)
 
 
 @pytest.mark.timeout(600)
-def test_a_tampered_criu_image_is_refused_before_criu_reads_it():
-    _check_available("cellblock")
-    _needs_root()
-    _criu()
-    store = tempfile.mkdtemp(prefix="cb-images-", dir="/var/tmp")
-    os.chmod(store, 0o700)
-    a = Kernel("cellblock", ["--pausable", "--image-dir", store])
+def test_a_tampered_criu_image_is_refused_before_criu_reads_it(store):
+    a = _criu_kernel(store)
     try:
         a.run("x = 42")
         p = ctl(a, "cellblock_pause_request")
@@ -483,7 +489,6 @@ def test_a_tampered_criu_image_is_refused_before_criu_reads_it():
         assert err is not None and "not the ones sealed" in out, (out, err)
     finally:
         a.shutdown()
-        shutil.rmtree(store, ignore_errors=True)
 
 
 def _criu_too_old_here():
@@ -498,7 +503,7 @@ def _criu_too_old_here():
     return bool(v) and (int(v.group(1)), int(v.group(2))) < (4, 1) and kernel >= (6, 13)
 
 
-def test_a_pause_this_host_cannot_serve_says_why_and_loses_nothing():
+def test_a_pause_this_host_cannot_serve_says_why_and_loses_nothing(store):
     """On a kernel Debian's criu cannot dump on, a --pausable kernel says so
     in kernel_info and refuses the pause with the cause and the fix before
     it does anything: no image, no checkpoint, the session as it was."""
@@ -506,8 +511,6 @@ def test_a_pause_this_host_cannot_serve_says_why_and_loses_nothing():
     _needs_root()
     if not _criu_too_old_here():
         pytest.skip("criu can dump on this kernel: the pause works here (the guest's tests)")
-    store = tempfile.mkdtemp(prefix="cb-images-", dir="/var/tmp")
-    os.chmod(store, 0o700)
     k = Kernel("cellblock", ["--pausable", "--image-dir", store])
     try:
         k.run("x = 42")
@@ -533,4 +536,3 @@ def test_a_pause_this_host_cannot_serve_says_why_and_loses_nothing():
         assert [n for n in os.listdir(store) if not n.startswith(".")] == [], os.listdir(store)
     finally:
         k.shutdown()
-        shutil.rmtree(store, ignore_errors=True)
