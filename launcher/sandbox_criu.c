@@ -136,14 +136,16 @@ static void s_pause_fail(const char *why) {
     LOG_E("pause: %s", why);
     (void) cb_report("snap fail 0 %s", why);
     s_pause_end();
+    cb_snapimage_abandon();
 }
 
 int cb_sandbox_criu_pause(cb_sandbox_t *sb, const char *line, int fd) {
     char why[S_WHY];
     long ckpt = 0;
-    if (sscanf(line, "pause " CB_IMAGE_ID_SCAN " %ld", S.img_id, &ckpt) != 2 || ckpt <= 0 ||
-        fd < 0) {
+    char img[CB_IMAGE_ID_HEX + 1];
+    if (sscanf(line, "pause " CB_IMAGE_ID_SCAN " %ld", img, &ckpt) != 2 || ckpt <= 0 || fd < 0) {
         (void) cb_report("snap fail 0 a pause of this tier names an image and a checkpoint");
+        cb_snapimage_abandon();
         return 0;
     }
     if (S.phase != S_IDLE) {
@@ -152,13 +154,16 @@ int cb_sandbox_criu_pause(cb_sandbox_t *sb, const char *line, int fd) {
     }
     if (!sb->opts->pausable || !sb->root) {
         (void) cb_report("snap fail 0 only a --pausable sandbox of a root launcher can be paused");
+        cb_snapimage_abandon();
         return 0;
     }
     if (cb_criu_usable(why, sizeof why) < 0) {
         (void) cb_report("snap fail 0 %s", why);
+        cb_snapimage_abandon();
         return 0;
     }
     S.ckpt = ckpt;
+    memcpy(S.img_id, img, sizeof S.img_id);
     S.imgfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
     (void) unlinkat(S.imgfd, S_STAGE, AT_REMOVEDIR);
     if (S.imgfd < 0 || mkdirat(S.imgfd, S_STAGE, 0700) < 0 ||
@@ -297,8 +302,7 @@ static void s_sweep_stages(int store) {
         char end = 0;
         if (sscanf(e->d_name, S_STAGE "-%ld%c", &pid, &end) == 1 && pid > 0 &&
             (pid == (long) getpid() || (kill((pid_t) pid, 0) < 0 && errno == ESRCH)))
-            (void) snprintf(name[n++], sizeof name[0], "%.*s", (int) sizeof name[0] - 1,
-                            e->d_name);
+            (void) snprintf(name[n++], sizeof name[0], "%.*s", (int) sizeof name[0] - 1, e->d_name);
     }
     for (size_t i = 0; i < n; i++)
         s_remove_tree(dirfd(dir), name[i]);

@@ -270,6 +270,11 @@ int cb_snapimage_sealed(const cb_options_t *o, const char *id) {
     return rc;
 }
 
+void cb_snapimage_abandon(void) {
+    if (s_pause_fd >= 0) close(s_pause_fd);
+    s_pause_fd = -1;
+}
+
 void cb_snapimage_answer(const cb_options_t *o, const char *line) {
     char id[CB_IMAGE_ID_HEX + 1];
     if (sscanf(line, "paused " CB_IMAGE_ID_SCAN, id) != 1)

@@ -36,6 +36,8 @@ void cb_snapimage_answer(const cb_options_t *o, const char *line);
 /* The image id the sandbox has written: sealed and reported as paused (0),
  * or the failure reported (-1). */
 int cb_snapimage_sealed(const cb_options_t *o, const char *id);
+/* The pause failed before the image was written: its fd goes. */
+void cb_snapimage_abandon(void);
 /* --resume-image: the image's files are exactly what files.mac vouches for,
  * its size fits the limits, and the host software it pins is unchanged.
  * Returns the image directory it checked, opened (the tier reads that fd,
