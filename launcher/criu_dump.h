@@ -1,6 +1,6 @@
 /*
  * criu_dump.h - the launcher's dump of a --pausable sandbox's parked copy
- * with CRIU (docs/SNAPSHOTS.md "Not done": the parked-copy route).
+ * with CRIU (docs/SNAPSHOTS.md "Pause, resume and fork (namespaces)").
  *
  * The copy is a checkpoint in place: a fork of the runner, init's child,
  * stopped reading its park fifo.  criu runs as root in every namespace of

@@ -1,7 +1,7 @@
 /*
  * criu_img.h - the launcher's edits of a CRIU image before it restores a
- * paused --pausable sandbox from it (docs/SNAPSHOTS.md "Not done": the
- * parked-copy route).
+ * paused --pausable sandbox from it (docs/SNAPSHOTS.md "Pause, resume and
+ * fork (namespaces)").
  *
  * CRIU dumps the parked copy from every namespace of the sandbox but its
  * user namespace, so the image describes that user namespace as one of its

@@ -1,7 +1,8 @@
 /*
  * criu_restore.h - the launcher's restore of a parked copy's CRIU image into
- * a new --pausable sandbox (docs/SNAPSHOTS.md "Not done": the parked-copy
- * route; launcher/criu_dump.h made the image, launcher/criu_img.h edits it).
+ * a new --pausable sandbox (docs/SNAPSHOTS.md "Pause, resume and fork
+ * (namespaces)"; launcher/criu_dump.h made the image, launcher/criu_img.h
+ * edited it, launcher/sandbox_criu.c drives the three).
  *
  * The new sandbox is made as any other (its user namespace first, uid 0 and
  * the sandbox's id mapped to two fresh host ids; its other namespaces, its

@@ -4,8 +4,8 @@
  * sockets read back exactly as the dump wrote it and refused when it is
  * anything else (the image is sealed, but a parser still trusts nothing),
  * and criu's command line: in order, bounded, the ends at the fds the
- * restorer moves them to.  The restore itself runs in the test guest (see
- * docs/SNAPSHOTS.md "Not done").
+ * restorer moves them to.  The restore itself runs in the test guest
+ * (tests/security/test_pausable.py: pause, resume and fork).
  */
 #include "launcher/criu_restore.h"
 #include "tap.h"
