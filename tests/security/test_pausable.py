@@ -467,6 +467,12 @@ def test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_force(s
         k.run("x = 0")
         assert ctl(k, "cellblock_rollback_request", name="c")["status"] == "ok"
         assert k.run("print(x)")[0] == "42\n"
+        # ... and pauses again: its next cell resumes the new image, confined
+        k.run("x = 43")
+        p2 = ctl(k, "cellblock_pause_request")
+        assert p2["status"] == "ok" and p2["image"] != image, p2
+        assert k.run("print(x)") == ("43\n", None)
+        _probe_all(k, "after a second pause and resume")
     finally:
         for k in [a] + forks:
             k.shutdown()
