@@ -16,6 +16,7 @@
  */
 #include "launcher/snapimage.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -210,8 +211,22 @@ static json_t *s_manifest(const cb_options_t *o, int imgfd, char *why, size_t le
 
 /* ---- sealing --------------------------------------------------------------------------- */
 
+/* The image's own files 0600 (runsc and criu make theirs 0644; the
+ * directory is 0700 too): the session's memory is the user's secret. */
+static void s_private(int imgfd) {
+    DIR *dir = cb_opendir_at(imgfd);
+    if (dir == NULL) return;
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(dir)) != NULL)
+        if (fstatat(imgfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            (st.st_mode & 07777) != 0600)
+            (void) fchmodat(imgfd, e->d_name, 0600, 0);
+    closedir(dir);
+}
+
 static int s_seal(const cb_options_t *o, int imgfd, uint64_t *bytes, char *why, size_t len) {
-    (void) fchmodat(imgfd, "checkpoint.img", 0600, 0); /* runsc made it 0644: the dir is 0700 */
+    s_private(imgfd);
     json_auto_t *m = s_manifest(o, imgfd, why, len);
     if (m == NULL) return -1;
     *bytes = (uint64_t) json_integer_value(json_object_get(m, "bytes"));

@@ -436,6 +436,10 @@ def test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_force(s
                   "inventory.img"):
             assert f in names, names
         assert "home" in names and "tmp" in names and ".stage" not in names, names
+        for n in names:  # the session's memory is the user's secret
+            st = os.lstat(os.path.join(d, n))
+            if not os.path.isdir(os.path.join(d, n)):
+                assert st.st_mode & 0o777 == 0o600 and st.st_uid == 0, (n, oct(st.st_mode))
         assert not any(n.startswith(".stage") for n in os.listdir(store)), os.listdir(store)
         # its sandbox is gone: no process of it, its uid free for another
         root = a.km.provisioner.process.pid
