@@ -32,6 +32,7 @@
 #define S_WHY_MAX      256 /* bytes of the helper's reason */
 #define S_VERSION_OUT_MAX    256  /* bytes of criu --version read */
 #define S_VERSION_TIMEOUT_MS 5000 /* criu --version longer than this is killed */
+#define S_USABLE_WHY_MAX     400  /* bytes of why criu cannot dump here */
 
 static const char *const s_criu_dirs[] = {"/usr/sbin", "/sbin", NULL};
 
@@ -76,7 +77,18 @@ static int s_criu_version(const char *criu) {
     return major * 100 + minor;
 }
 
+static int s_usable(char *why, size_t why_len);
+
 int cb_criu_usable(char *why, size_t why_len) {
+    /* the answer is the host's: asked of criu once per launcher */
+    static int s_known = 0; /* 1 usable, -1 not (s_why says why), 0 not asked yet */
+    static char s_why[S_USABLE_WHY_MAX];
+    if (s_known == 0) s_known = s_usable(s_why, sizeof s_why);
+    if (s_known < 0) cb_fmt_why(why, why_len, "%s", s_why);
+    return s_known < 0 ? -1 : 0;
+}
+
+static int s_usable(char *why, size_t why_len) {
     const char *criu = cb_criu_path();
     if (criu == NULL) {
         cb_fmt_why(why, why_len, "criu is not installed on this host (apt-get install criu)");
@@ -93,7 +105,7 @@ int cb_criu_usable(char *why, size_t why_len) {
                    v / 100, v % 100, u.release);
         return -1;
     }
-    return 0;
+    return 1;
 }
 
 /* ---- the target ----------------------------------------------------------------------- */

@@ -93,16 +93,27 @@ static int s_agent(cb_sandbox_t *sb, int fd, const char *fmt, ...) {
     return cb_sandbox_snap_command(sb, line, fd);
 }
 
-/* Copies dir from/NAME into a new to/NAME (0700), for each of home, tmp;
- * t->as set: every entry (the new directories too) gets that owner. */
+/* Copies dir from/NAME into a new to/NAME (0700, ours), for each of home, tmp. */
+/* A new directory name of parent (0700), opened, and owned by the host id
+ * owner (-1: ours).  -1 errno. */
+static int s_new_dir(int parent, const char *name, long owner) {
+    if (mkdirat(parent, name, 0700) < 0) return -1;
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && owner >= 0 && fchown(fd, (uid_t) owner, (gid_t) owner) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
 static int s_copy_trees(cb_snap_tree_t *t, int from, int to, char *why, size_t len) {
     for (int k = 0; k < 2; k++) {
         cb_autofd int src =
             openat(from, s_names[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        cb_autofd int dst = -1;
-        if (src >= 0 && mkdirat(to, s_names[k], 0700) == 0)
-            dst = openat(to, s_names[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dst < 0 || (t->as && fchown(dst, t->as_uid, t->as_gid) < 0)) {
+        cb_autofd int dst = src < 0 ? -1 : s_new_dir(to, s_names[k], -1);
+        if (dst < 0) {
             cb_fmt_why(why, len, "the image's %s: %s", s_names[k], strerror(errno));
             return -1;
         }
@@ -166,10 +177,7 @@ int cb_sandbox_criu_pause(cb_sandbox_t *sb, const char *line, int fd) {
     memcpy(S.img_id, img, sizeof S.img_id);
     S.imgfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
     (void) unlinkat(S.imgfd, S_STAGE, AT_REMOVEDIR);
-    if (S.imgfd < 0 || mkdirat(S.imgfd, S_STAGE, 0700) < 0 ||
-        (S.stagefd = openat(S.imgfd, S_STAGE, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
-            0 ||
-        fchown(S.stagefd, (uid_t) sb->lease.id, (gid_t) sb->lease.id) < 0) {
+    if (S.imgfd < 0 || (S.stagefd = s_new_dir(S.imgfd, S_STAGE, (long) sb->lease.id)) < 0) {
         cb_fmt_why(why, sizeof why, "making the image's stage: %s", strerror(errno));
         s_pause_fail(why);
         return 0;
@@ -330,10 +338,7 @@ void cb_sb_criu_resume_begin(cb_sandbox_t *sb, int imgfd) {
     (void) snprintf(S.stage, sizeof S.stage, S_STAGE "-%ld", (long) getpid());
     S.storefd = openat(imgfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (S.storefd >= 0) s_sweep_stages(S.storefd);
-    if (S.storefd < 0 || mkdirat(S.storefd, S.stage, 0700) < 0 ||
-        (S.stagefd = openat(S.storefd, S.stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
-            0 ||
-        fchown(S.stagefd, (uid_t) sb->lease.id, (gid_t) sb->lease.id) < 0) {
+    if (S.storefd < 0 || (S.stagefd = s_new_dir(S.storefd, S.stage, (long) sb->lease.id)) < 0) {
         cb_fmt_why(why, sizeof why, "making a stage in the image store: %s", strerror(errno));
         s_resume_fail(sb, why);
         return;
@@ -342,11 +347,8 @@ void cb_sb_criu_resume_begin(cb_sandbox_t *sb, int imgfd) {
      * itself, once it is in the sandbox's user namespace (as the runner's
      * host uid), and the image stays 0600 root's for every other resume */
     cb_snap_tree_t t = {.as = true, .as_uid = (uid_t) sb->lease.id, .as_gid = (gid_t) sb->lease.id};
-    cb_autofd int copy = -1;
-    if (mkdirat(S.stagefd, S_STAGE_IMG, 0700) < 0 ||
-        (copy = openat(S.stagefd, S_STAGE_IMG, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
-            0 ||
-        fchown(copy, t.as_uid, t.as_gid) < 0 || cb_snap_tree_copy(&t, imgfd, copy) < 0) {
+    cb_autofd int copy = s_new_dir(S.stagefd, S_STAGE_IMG, (long) sb->lease.id);
+    if (copy < 0 || cb_snap_tree_copy(&t, imgfd, copy) < 0) {
         cb_fmt_why(why, sizeof why, "copying the image for criu: %s",
                    t.why[0] ? t.why : strerror(errno));
         s_resume_fail(sb, why);
