@@ -237,10 +237,12 @@ void cb_sio_ready(cb_session_t *s, const cb_rframe_facts_t *x) {
     S_FACT(s->shell_version, x->shell_version);
 #undef S_FACT
     cb_sdbg_facts(s, x->cell_prefix, x->debugger != 0);
-    if (s->proc.isolation[0]) snprintf(s->isolation, sizeof s->isolation, "%s", s->proc.isolation);
     /* no cell has run: what the working dir holds now (a --workdir-source
      * folder) is the baseline, not artifacts; the workdir report came first */
     cb_launch_read_reports(&s->proc);
+    /* a warm runner can say hello before the launcher's isolation line is
+     * read (it may even be written after): s_on_fd copies it then too */
+    if (s->proc.isolation[0]) snprintf(s->isolation, sizeof s->isolation, "%s", s->proc.isolation);
     if (s->cfg->artifacts && s->proc.workdir_fd >= 0)
         (void) cb_artifacts_baseline(s->cfg->artifacts, s->proc.workdir_fd);
     s->state = S_READY;
