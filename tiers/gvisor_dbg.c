@@ -6,11 +6,12 @@
  * bytes moved between it and the kernel's debug socket without being read.
  *
  * A pause must not find a host socket open in gVisor (runsc checkpoint
- * cannot save one): before it, init is told to hang up ("debug off", see
- * init_gvisor.c), the connection's end here does not end the channel, and
- * init dials again once a listener is back: the restored sandbox's
- * supervisor listens from its start, and this one again if the checkpoint
- * failed.  In the runner's slot: no malloc.
+ * cannot save one): before it, this end stops listening (a dial that is
+ * due, as in a just restored sandbox, finds no one) and init is told to
+ * hang up ("debug off", see init_gvisor.c), the connection's end here does
+ * not end the channel, and init dials again once a listener is back: the
+ * restored sandbox's supervisor listens from its start, and this one again
+ * if the checkpoint failed.  In the runner's slot: no malloc.
  */
 #include <errno.h>
 #include <poll.h>
@@ -46,6 +47,13 @@ int cb_gvisor_dbg_listen(cb_gvisor_dbg_t *d) {
     return 0;
 }
 
+void cb_gvisor_dbg_unlisten(cb_gvisor_dbg_t *d) {
+    if (d->lfd < 0) return;
+    close(d->lfd);
+    d->lfd = -1;
+    (void) unlink(s_path);
+}
+
 int cb_gvisor_dbg_open(cb_gvisor_dbg_t *d, bool on) {
     d->lfd = d->conn = d->kfd = -1;
     d->detaching = false;
@@ -63,11 +71,7 @@ void cb_gvisor_dbg_events(const cb_gvisor_dbg_t *d, struct pollfd pf[CB_GVISOR_D
 void cb_gvisor_dbg_step(cb_gvisor_dbg_t *d, const struct pollfd pf[CB_GVISOR_DBG_NPOLL]) {
     if (d->lfd >= 0 && d->conn < 0 && (pf[0].revents & POLLIN)) {
         d->conn = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (d->conn >= 0) { /* one connection at a time */
-            close(d->lfd);
-            d->lfd = -1;
-            (void) unlink(s_path);
-        }
+        if (d->conn >= 0) cb_gvisor_dbg_unlisten(d); /* one connection at a time */
     }
     if (d->conn < 0 || cb_splice_step(&s_splice, d->conn, d->kfd, pf + 1)) return;
     close(d->conn); /* init hung up, or the kernel's end is gone */

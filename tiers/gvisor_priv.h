@@ -39,6 +39,8 @@ typedef struct {
 int cb_gvisor_dbg_open(cb_gvisor_dbg_t *d, bool on);
 /* Listens again (a pause failed: init dials back).  0 ok, -1. */
 int cb_gvisor_dbg_listen(cb_gvisor_dbg_t *d);
+/* Stops listening (a pause: init's next dial must find no one). */
+void cb_gvisor_dbg_unlisten(cb_gvisor_dbg_t *d);
 /* Fills its pollfd entries (fd -1 where nothing is to wait for). */
 void cb_gvisor_dbg_events(const cb_gvisor_dbg_t *d, struct pollfd pf[CB_GVISOR_DBG_NPOLL]);
 /* After poll: accepts, moves bytes, closes what ended. */

@@ -78,15 +78,20 @@ typedef struct {
     bool waiting; /* for init to hang up the debugger's host socket first */
 } s_pause_t;
 
+/* runsc checkpoint's stderr: its last line names why it failed */
+#define S_CKPT_ERR CB_TIER_STATE "/checkpoint.err"
+
 static void s_pause_run(const cb_gvisor_t *g, int rootless, s_pause_t *p) {
     p->waiting = false;
     int dir = p->dir;
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    const int fds[4] = {devnull, devnull, devnull, dir};
+    int err = open(S_CKPT_ERR, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const int fds[4] = {devnull, devnull, err >= 0 ? err : devnull, dir};
     p->pid = devnull < 0
                  ? -1
                  : cb_tier_spawn(CB_GVISOR_RUNSC, g->ckpt[rootless].argv, g->env.argv, fds, 4);
     if (devnull >= 0) close(devnull);
+    if (err >= 0) close(err);
     if (p->pid < 0) {
         s_say("fail 0 runsc checkpoint could not be started: %s", strerror(errno));
         close(dir);
@@ -94,10 +99,51 @@ static void s_pause_run(const cb_gvisor_t *g, int rootless, s_pause_t *p) {
     }
 }
 
+/* Why runsc checkpoint failed, from its stderr: the first line that says
+ * (a Go panic's, or one naming an error), else the last one; printable
+ * ASCII only and bounded (runsc is the tier's kernel, but its words go to
+ * the user).  A panic's stack after it is not read. */
+static bool s_says_why(const char *l) {
+    return strncmp(l, "panic: ", 7) == 0 || strncmp(l, "fatal error: ", 13) == 0 ||
+           strstr(l, "error") != NULL || strstr(l, "failed") != NULL;
+}
+
+static void s_ckpt_why(char *why, size_t len) {
+    char buf[CB_GVISOR_LOG_TAIL];
+    why[0] = '\0';
+    int fd = open(S_CKPT_ERR, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    if (n <= 0) return;
+    buf[n] = '\0';
+    const char *pick = NULL, *last = NULL;
+    for (char *l = buf, *nl; l != NULL && *l != '\0'; l = nl) {
+        nl = strchr(l, '\n');
+        if (nl != NULL) *nl++ = '\0';
+        if (l[0] == '\0' || l[0] == '\t' || l[0] == ' ') continue;
+        last = l;
+        if (s_says_why(l)) {
+            pick = l;
+            break;
+        }
+    }
+    const char *line = pick != NULL ? pick : last != NULL ? last : "";
+    size_t o = 0;
+    for (; *line != '\0' && o + 1 < len; line++)
+        why[o++] = *line >= 0x20 && *line < 0x7f ? *line : '?';
+    why[o] = '\0';
+}
+
 static void s_pause_end(s_pause_t *p, int st, cb_gvisor_dbg_t *dbg) {
     char why[CB_SNAP_WHY_MAX] = "";
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        s_say("fail 0 runsc checkpoint failed (status %d); see runsc's log", st);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        s_ckpt_why(why, sizeof why);
+        s_say("fail 0 runsc checkpoint failed (%s %d): %s",
+              WIFEXITED(st) ? "exit status" : "signal",
+              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+              why[0] ? why : "it said nothing on stderr");
+    }
     else if (s_save_home(p->dir, why, sizeof why) < 0)
         s_say("fail 0 copying the home into the image: %.120s", why);
     else
@@ -125,7 +171,6 @@ typedef struct {
 } s_relay_t;
 
 static s_relay_t s_relay = {.pid = -1, .out = -1};
-static bool s_dbg_off; /* init said it hung up the debugger's host socket ("debug off") */
 
 static void s_relay_start(const cb_gvisor_t *g, int rootless) {
     s_relay_t *r = &s_relay;
@@ -168,9 +213,8 @@ static void s_relay_read(void) {
         char *nl;
         while ((nl = strchr(r->buf, '\n')) != NULL) {
             *nl = '\0';
-            if (strcmp(r->buf, "debug off") == 0) /* ours (a pause), not the kernel's */
-                s_dbg_off = true;
-            else if (nl != r->buf)
+            /* "debug off" is ours (a pause), not the kernel's */
+            if (strcmp(r->buf, "debug off") != 0 && nl != r->buf)
                 s_say("%s", r->buf); /* the agent's answers; init relays them on */
             r->len -= (size_t) (nl + 1 - r->buf);
             memmove(r->buf, nl + 1, r->len + 1);
@@ -181,8 +225,11 @@ static void s_relay_read(void) {
 
 static void s_relay_queue(const cb_gvisor_t *g, int rootless, const char *line);
 
-/* pause ID: init hangs up the debugger's host socket first, if it has one
- * (runsc checkpoint cannot save it), then runsc checkpoint */
+/* pause ID: runsc checkpoint, once gVisor holds no host socket, which it
+ * cannot save: with a debugger's channel, this end stops listening and
+ * init hangs up its connection, made or about to be (a just restored
+ * sandbox's init dials every 50 ms); and once no `runsc exec` relay runs
+ * in gVisor (its stdio are host fds).  The loop starts it then. */
 static void s_pause_start(const cb_gvisor_t *g, int rootless, s_pause_t *p, cb_gvisor_dbg_t *dbg,
                           const char *id, int fd) {
     if (p->pid > 0 || p->waiting) {
@@ -195,12 +242,10 @@ static void s_pause_start(const cb_gvisor_t *g, int rootless, s_pause_t *p, cb_g
         s_say("fail 0 the image directory: %s", strerror(errno));
         return;
     }
-    if (dbg->conn < 0) {
-        s_pause_run(g, rootless, p);
-        return;
-    }
-    p->waiting = dbg->detaching = true;
-    s_dbg_off = false;
+    p->waiting = true;
+    if (dbg->kfd < 0) return;
+    cb_gvisor_dbg_unlisten(dbg);
+    dbg->detaching = true;
     s_relay_queue(g, rootless, "debug off");
 }
 
@@ -281,8 +326,8 @@ void cb_gvisor_supervise(const cb_gvisor_t *g, pid_t run, int rootless, cb_gviso
                 st = WEXITSTATUS(st) - 128; /* a wait status "killed by signal N" */
             cb_tier_exit_like(st);
         }
-        /* init hung up (or its relay ended without saying so): the checkpoint now */
-        if (pause.waiting && (s_dbg_off || (s_relay.pid < 0 && s_relay.queued == 0)))
+        /* no relay in gVisor (init hung up, if asked): the checkpoint now */
+        if (pause.waiting && s_relay.pid < 0 && s_relay.queued == 0)
             s_pause_run(g, rootless, &pause);
     }
 }
