@@ -25,6 +25,9 @@ gvisor tier, --pause-mib MiB of state:
                 new kernel (--resume ID): launch -> its first cell's result
   fork          4 new kernels from one image: launch of all -> every one's first
                 result; each answers with its own state and has its own host uid
+  resume curve  pause and resume (the same kernel) by the session's size
+                (1-100 MiB) and --cpus (1, 2): runsc restores the whole
+                compressed image on the sandbox's own CPUs
 
 A benchmark, not a test: nothing asserts on timings.  Every kernel it starts
 is killed by pid (kclient.py); the images go to a temporary store, removed.
@@ -188,6 +191,43 @@ def bench_pause(spec, mib, extra, label):
     return r
 
 
+# (MiB of state, --cpus) for the gvisor resume curve: where "resume <= 1 s"
+# holds with Debian's runsc, which loads the whole compressed image on the
+# sandbox's CPUs before anything runs
+CURVE = ((1, 1), (10, 1), (50, 1), (100, 1), (100, 2))
+
+
+def bench_resume_curve(spec, store):
+    """gvisor: pause, then the same kernel's next cell (it resumes), by the
+    session's size and --cpus; the median of two pauses each."""
+    rows = []
+    for mib, cpus in CURVE:
+        extra = ["--isolation", "gvisor", "--image-dir", store, "--cpus", str(cpus),
+                 "--memory", str(max(1024, 4 * mib))]
+        k, t_cold = cold(spec, extra, mib, "curve")
+        cell(k, "1")
+        pauses, resumes, size = [], [], 0
+        for _ in range(2):
+            c, t = control(k, "cellblock_pause_request")
+            pauses.append(t)
+            size = c["bytes"]
+            t0 = now()
+            cell(k, "a.sum() > 0")
+            resumes.append(now() - t0)
+        k.shutdown()
+        rows.append({"mib": mib, "cpus": cpus, "cold": t_cold, "image": size,
+                     "pause": statistics.median(pauses), "resume": statistics.median(resumes)})
+    return rows
+
+
+def curve_rows(curve):
+    return ["| gvisor: %d MiB of state, --cpus %d: pause / resume -> first result | %s / %s "
+            "| %.2f / %.2f | image %.0f MiB; cold start %s |" % (
+                r["mib"], r["cpus"], fmt_ms(r["pause"]), fmt_ms(r["resume"]),
+                r["pause"] / r["cold"], r["resume"] / r["cold"], r["image"] / 2**20,
+                fmt_ms(r["cold"])) for r in curve]
+
+
 def fmt_ms(s):
     return "%.0f ms" % (s * 1000) if s < 10 else "%.1f s" % s
 
@@ -222,7 +262,7 @@ def report_guest(data, boot, pmib):
     return "\n".join(lines + pause_rows("namespaces (CRIU)", data["r"], pmib)) + "\n"
 
 
-def report(ns, gv, mib, pmib, reps):
+def report(ns, gv, mib, pmib, reps, curve=None):
     lines = ["## Snapshots (issue 20): checkpoints in place, rollback, pause, resume, fork", "",
              "Run %s on %s (%s, %d CPUs, load average %.1f at the end: the host is shared), "
              "one run, medians of %d where repeated; ratios are beside a cold start of the "
@@ -248,6 +288,8 @@ def report(ns, gv, mib, pmib, reps):
                 fmt_ms(ns["rollback_reply"]), fmt_ms(ns["cell"]))]
     if gv:
         lines += pause_rows("gvisor", gv, pmib)
+    if curve:
+        lines += curve_rows(curve)
     return "\n".join(lines) + "\n"
 
 
@@ -330,11 +372,12 @@ def main():
     store = tempfile.mkdtemp(prefix="cb-bench-images-")
     try:
         ns = bench_namespaces(spec, a.mib, a.reps)
-        gv = None
+        gv = curve = None
         if not a.skip_gvisor and shutil.which("runsc", path="/usr/sbin:/usr/bin") and \
                 os.geteuid() == 0:
             gv = bench_gvisor(spec, a.pause_mib, os.path.join(store, "s"))
-        text = report(ns, gv, a.mib, a.pause_mib, a.reps)
+            curve = bench_resume_curve(spec, os.path.join(store, "c"))
+        text = report(ns, gv, a.mib, a.pause_mib, a.reps, curve)
         print(text)
         if a.write:
             write_section(a.write, "snapshots", text)
