@@ -39,6 +39,9 @@ PKGS      := libzmq libczmq jansson libsodium libseccomp
 PKGS      += libcrypto
 # protobuf-c: the two records of a CRIU image the launcher edits (launcher/criu_img.c)
 PKGS      += libprotobuf-c
+# zstd: the memory pages of a paused --pausable session, compressed in its image
+# (launcher/criu_pack.c)
+PKGS      += libzstd
 DEPS_OK   := $(BUILD)/.deps-ok
 DEPS_TEST := $(BUILD)/.deps-test-ok $(BUILD)/.deps-tiers-ok $(BUILD)/.deps-fuzz-ok \
              $(BUILD)/.deps-guest-ok

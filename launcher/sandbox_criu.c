@@ -48,6 +48,7 @@
 #include "isolate/sandbox_limits.h"
 #include "isolate/util.h"
 #include "launcher/criu_img.h"
+#include "launcher/criu_pack.h"
 #include "launcher/criu_restore.h"
 #include "launcher/snapimage.h"
 #include "tiers/snap_tree.h"
@@ -246,11 +247,15 @@ static void s_pause_exported(cb_sandbox_t *sb, const char *rest) {
     size_t n_ids = 0;
     char id[S_ID_MAX];
     int idlen = snprintf(id, sizeof id, "%ld\n", S.ckpt);
+    uint64_t raw = 0, packed = 0;
     if (cb_criu_dump(sb->init, copy, S.imgfd, why, sizeof why) < 0 ||
-        cb_criu_img_join_userns(S.imgfd, &n_ids, why, sizeof why) < 0) {
+        cb_criu_img_join_userns(S.imgfd, &n_ids, why, sizeof why) < 0 ||
+        cb_criu_pack(S.imgfd, &raw, &packed, why, sizeof why) < 0) {
         s_pause_fail(why);
         return;
     }
+    LOG_I("pause: the session's memory pages compressed from %llu to %llu bytes",
+          (unsigned long long) raw, (unsigned long long) packed);
     cb_autofd int f = openat(S.imgfd, S_ID_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (f < 0 || cb_write_all(f, id, (size_t) idlen) < 0) {
         cb_fmt_why(why, sizeof why, "writing the image's %s: %s", S_ID_FILE, strerror(errno));
@@ -345,8 +350,14 @@ void cb_sb_criu_resume_begin(cb_sandbox_t *sb, int imgfd) {
     }
     /* the whole image, copied: the restored task reads some of criu's files
      * itself, once it is in the sandbox's user namespace (as the runner's
-     * host uid), and the image stays 0600 root's for every other resume */
-    cb_snap_tree_t t = {.as = true, .as_uid = (uid_t) sb->lease.id, .as_gid = (gid_t) sb->lease.id};
+     * host uid), and the image stays 0600 root's for every other resume;
+     * its memory pages are written back raw (criu_pack.h), bounded as the
+     * image itself is */
+    cb_snap_tree_t t = {.as = true,
+                        .as_uid = (uid_t) sb->lease.id,
+                        .as_gid = (gid_t) sb->lease.id,
+                        .skip_suffix = CB_CRIU_PACK_SUFFIX};
+    uint64_t pages = 0;
     cb_autofd int copy = s_new_dir(S.stagefd, S_STAGE_IMG, (long) sb->lease.id);
     if (copy < 0 || cb_snap_tree_copy(&t, imgfd, copy) < 0) {
         cb_fmt_why(why, sizeof why, "copying the image for criu: %s",
@@ -354,6 +365,12 @@ void cb_sb_criu_resume_begin(cb_sandbox_t *sb, int imgfd) {
         s_resume_fail(sb, why);
         return;
     }
+    if (cb_criu_unpack(imgfd, copy, (uid_t) sb->lease.id, (gid_t) sb->lease.id,
+                       cb_snapimage_max_bytes(sb->opts), &pages, why, sizeof why) < 0) {
+        s_resume_fail(sb, why);
+        return;
+    }
+    t.bytes += pages;
     s_close(&S.imgfd);
     S.imgfd = copy; /* from here on, criu and the agent read the copy */
     copy = -1;

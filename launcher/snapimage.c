@@ -185,6 +185,10 @@ static json_t *s_pins(const cb_options_t *o) {
     return p;
 }
 
+uint64_t cb_snapimage_max_bytes(const cb_options_t *o) {
+    return ((uint64_t) o->memory_mb + 2 * (uint64_t) o->disk_mb + CB_IMAGE_SLACK_MB) << 20;
+}
+
 /* The manifest of the image open at imgfd: a new reference, or NULL with why. */
 static json_t *s_manifest(const cb_options_t *o, int imgfd, char *why, size_t len) {
     s_walk_t w = {.files = json_object(), .buf = malloc(S_READ_CHUNK)};
@@ -192,8 +196,7 @@ static json_t *s_manifest(const cb_options_t *o, int imgfd, char *why, size_t le
     if (w.files == NULL || w.buf == NULL || s_walk(&w, imgfd, "", 0) < 0) {
         cb_fmt_why(why, len, "reading the image: %s", w.why[0] ? w.why : "out of memory");
     } else {
-        uint64_t max = ((uint64_t) o->memory_mb + 2 * (uint64_t) o->disk_mb + CB_IMAGE_SLACK_MB)
-                       << 20;
+        uint64_t max = cb_snapimage_max_bytes(o);
         if (w.bytes > max)
             cb_fmt_why(why, len,
                        "the image holds %llu MiB, more than the session's limits allow (%llu "

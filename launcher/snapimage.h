@@ -21,6 +21,7 @@
 #define CB_LAUNCHER_SNAPIMAGE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "launcher/options.h"
 #include "launcher/sandbox.h"
@@ -44,5 +45,8 @@ void cb_snapimage_abandon(void);
  * never the path again: the caller owns it), or -1 with the cause and the
  * fix in why. */
 int cb_snapimage_verify(const cb_options_t *o, char *why, size_t len);
+/* The most bytes an image of a session with these limits may hold (and,
+ * written back raw, its memory pages: criu_pack.h). */
+uint64_t cb_snapimage_max_bytes(const cb_options_t *o);
 
 #endif

@@ -31,6 +31,7 @@ libseccomp-dev
 libc-ares-dev               # cellblock-proxy (--network allow:)
 libprotobuf-c-dev           # the records of a CRIU image the launcher edits (--pausable)
 protobuf-c-compiler         # ... their code, made from launcher/criu_img.proto
+libzstd-dev                 # ... whose memory pages the launcher compresses into the image
 libssl-dev                  # libcrypto: the kernel HMAC-SHA256 and SHA-256 of paused images (issue 20);
                             #   libssl: the proxy TLS for --secret hosts
 python3-jupyter-client      # the client side: make demo, the tests, cellblock.Sandbox

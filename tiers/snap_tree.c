@@ -247,6 +247,11 @@ static int s_copy_dir(cb_snap_tree_t *t, int from, const char *name, int depth, 
     return rc;
 }
 
+static bool s_ends_with(const char *name, const char *suffix) {
+    size_t n = strlen(name), k = strlen(suffix);
+    return n > k && memcmp(name + n - k, suffix, k) == 0;
+}
+
 static int s_copy_entry(cb_snap_tree_t *t, int from, const char *name, int depth, void *arg) {
     int to = *(int *) arg;
     struct stat st;
@@ -255,7 +260,9 @@ static int s_copy_entry(cb_snap_tree_t *t, int from, const char *name, int depth
         return errno == ENOENT ? 0 : s_fail(t, errno, "looking at %.64s", name);
     switch (st.st_mode & S_IFMT) {
     case S_IFDIR: return s_copy_dir(t, from, name, depth, to);
-    case S_IFREG: return s_put_file(t, from, name, to, true);
+    case S_IFREG:
+        if (depth == 0 && t->skip_suffix != NULL && s_ends_with(name, t->skip_suffix)) return 0;
+        return s_put_file(t, from, name, to, true);
     case S_IFLNK: return s_put_link(t, from, name, to, &st);
     case S_IFIFO:
         if (mknodat(to, name, S_IFIFO | 0600, 0) < 0)

@@ -41,6 +41,7 @@ typedef struct {
     bool as;                   /* ... or give every entry this owner (the launcher, root, */
     uid_t as_uid;              /*     copying a paused sandbox's files for its agent) */
     gid_t as_gid;
+    const char *skip_suffix;   /* copy: top-level files whose name ends so are left out */
     uint64_t bytes;            /* file bytes written */
     uint32_t entries;          /* entries handled */
     uint32_t skipped;          /* sockets and devices left out */

@@ -441,6 +441,9 @@ def test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_force(s
             if not os.path.isdir(os.path.join(d, n)):
                 assert st.st_mode & 0o777 == 0o600 and st.st_uid == 0, (n, oct(st.st_mode))
         assert not any(n.startswith(".stage") for n in os.listdir(store)), os.listdir(store)
+        # the memory is compressed in the image (criu writes it raw)
+        assert glob.glob(os.path.join(d, "pages-*.img.zst")), names
+        assert not glob.glob(os.path.join(d, "pages-*.img")), names
         # its sandbox is gone: no process of it, its uid free for another
         root = a.km.provisioner.process.pid
         deadline = time.monotonic() + 30
@@ -489,14 +492,21 @@ def test_a_tampered_criu_image_is_refused_before_criu_reads_it(store):
         a.run("x = 42")
         p = ctl(a, "cellblock_pause_request")
         assert p["status"] == "ok", p
-        core = glob.glob(os.path.join(store, p["image"], "core-*.img"))[0]
-        with open(core, "r+b") as f:
-            f.seek(8)
-            b = f.read(1)
-            f.seek(8)
-            f.write(bytes([b[0] ^ 1]))
-        out, err = a.run("print(x)")
-        assert err is not None and "not the ones sealed" in out, (out, err)
+        # the seal is checked before criu, or the launcher's decompressor,
+        # reads a byte: a changed record, then changed memory pages
+        d = os.path.join(store, p["image"])
+        for pattern in ("core-*.img", "pages-*.img.zst"):
+            victim = glob.glob(os.path.join(d, pattern))[0]
+            with open(victim, "r+b") as f:
+                f.seek(8)
+                b = f.read(1)
+                f.seek(8)
+                f.write(bytes([b[0] ^ 1]))
+            out, err = a.run("print(x)")
+            assert err is not None and "not the ones sealed" in out, (pattern, out, err)
+            with open(victim, "r+b") as f:
+                f.seek(8)
+                f.write(b)
     finally:
         a.shutdown()
 

@@ -192,6 +192,23 @@ int main(void) {
     cb_snap_tree_t c = {0};
     TAP_EQ_INT(cb_snap_tree_clear(&c, bstore), 0, "a partial copy can be cleared");
 
+    /* skip_suffix: top-level files so named are left out, deeper ones are not */
+    int sk = s_dir("skip"), skstore = s_dir("skipstore");
+    s_write(sk, "pages-1.img.zst", "packed");
+    s_write(sk, "core-1.img", "core");
+    (void) mkdirat(sk, "deep", 0700);
+    int skd = openat(sk, "deep", O_RDONLY | O_DIRECTORY);
+    s_write(skd, "x.zst", "kept");
+    close(skd);
+    cb_snap_tree_t k = {.skip_suffix = ".zst"};
+    TAP_OK(cb_snap_tree_copy(&k, sk, skstore) == 0 &&
+               fstatat(skstore, "pages-1.img.zst", &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+               s_read_is(skstore, "core-1.img", "core") &&
+               fstatat(skstore, "deep/x.zst", &st, AT_SYMLINK_NOFOLLOW) == 0,
+           "skip_suffix leaves out the top-level files so named, and only them");
+    close(sk);
+    close(skstore);
+
     if (geteuid() == 0) {
         pid_t p = fork();
         if (p == 0) {
