@@ -75,10 +75,10 @@ typedef struct {
     pid_t pid;    /* runsc checkpoint, -1 when none */
     int dir;      /* the image directory */
     char id[CB_IMAGE_ID_HEX + 1]; /* the kernel's id of the image */
-    bool waiting; /* for init to hang up the debugger's host socket first */
+    bool waiting; /* for no relay to run in gVisor (and init to hang up the debugger's socket) */
 } s_pause_t;
 
-/* runsc checkpoint's stderr: its last line names why it failed */
+/* runsc checkpoint's stderr, in the supervisor's private dir: it says why it failed */
 #define S_CKPT_ERR CB_TIER_STATE "/checkpoint.err"
 
 static void s_pause_run(const cb_gvisor_t *g, int rootless, s_pause_t *p) {
@@ -143,8 +143,7 @@ static void s_pause_end(s_pause_t *p, int st, cb_gvisor_dbg_t *dbg) {
               WIFEXITED(st) ? "exit status" : "signal",
               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
               why[0] ? why : "it said nothing on stderr");
-    }
-    else if (s_save_home(p->dir, why, sizeof why) < 0)
+    } else if (s_save_home(p->dir, why, sizeof why) < 0)
         s_say("fail 0 copying the home into the image: %.120s", why);
     else
         s_say("paused %s", p->id);
