@@ -15,6 +15,7 @@
 #include "kernel/debug_kernel.h"
 #include "kernel/relay.h"
 #include "kernel/policy.h"
+#include "kernel/snapshot.h"
 
 #include <malloc.h>
 #include <sodium.h>
@@ -155,6 +156,7 @@ int cb_kernel_main(cb_opts_t *opts) {
         return 1;
     }
     k->opts = opts;
+    cb_snapshots_adopt_tier(opts); /* --resume ID alone resumes a gVisor image too */
     int rc = cb_conn_load(opts->c.connection_file, conn);
     if (rc != CB_CONN_OK) {
         fprintf(stderr, "cellblock-kernel: connection file %s: %s\n",

@@ -156,6 +156,28 @@ void cb_snappause_done(cb_snapshots_t *sn, const cb_snap_result_t *r) {
     cb_snapshots_finish_req(sn, reply);
 }
 
+void cb_snapshots_adopt_tier(cb_opts_t *o) {
+    if (o->c.resume == NULL || strcmp(o->c.isolation, "namespaces") != 0) return;
+    char dir[CB_PATH_MAX], why[CB_SNAP_WHY_MAX * 2] = "";
+    json_auto_t *rec = cb_image_open(o, o->c.resume, dir, sizeof dir, why, sizeof why);
+    const char *tier = rec ? json_string_value(json_object_get(rec, "tier")) : NULL;
+    if (tier == NULL || strcmp(tier, "gvisor") != 0) return; /* cb_snapshots_resume says why */
+    cb_config_t c = o->c;
+    c.isolation = "gvisor";
+    if (cb_flags_check_isolation(&c, why, sizeof why) < 0) {
+        LOG_W("--resume %s: a gVisor image, which this kernel's flags cannot run: %s",
+              o->c.resume, why);
+        return;
+    }
+    const char *fwd[CB_OPTS_FWD_MAX + 1];
+    int n = cb_flags_forward(&c, fwd, CB_OPTS_FWD_MAX, o->fwd_store, CB_OPTS_FWD_MAX);
+    if (n < 0) return;
+    o->c.isolation = c.isolation;
+    memcpy(o->fwd, fwd, sizeof fwd[0] * (size_t) n);
+    o->fwd[n] = NULL;
+    LOG_I("--resume %s: a gVisor image, resumed at the gvisor tier", o->c.resume);
+}
+
 void cb_snapshots_resume(cb_snapshots_t *sn, const char *ref) {
     cb_kernel_t *k = sn->k;
     char dir[CB_PATH_MAX], why[CB_SNAP_WHY_MAX * 2] = "";

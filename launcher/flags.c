@@ -339,7 +339,8 @@ static const cb_flag_t s_table[] = {
     /* snapshots (docs/SNAPSHOTS.md) */
     {"resume", CB_FK_TEXT, S_NO, "", NULL, NULL, "IMAGE", "snapshots",
      "start from a paused session's image: its id (Sandbox.pause(), cellblock_pause_request) "
-     "or its directory; --isolation of its tier (gvisor, or namespaces: --pausable then)",
+     "or its directory; it runs in its own tier (a gVisor image in gVisor; a namespaces one "
+     "is --pausable), refused if --isolation asks for a stronger one",
      S_K, S_OFF(resume), 0, s_check_image},
     {"image-dir", CB_FK_PATH, S_NO, "", NULL, NULL, "DIR", "snapshots",
      "where paused sessions' images are kept (default: " CB_IMAGE_DIR_ROOT " as root, else "

@@ -101,9 +101,10 @@ class Snapshots:
         """A new Sandbox (a new kernel) started from a paused session's image:
         it continues where the pause left it, with its own sandbox, host uid,
         cgroup and limits; random generators are reseeded.  kwargs as
-        Sandbox(); isolation must be the image's (default gvisor; pass
-        isolation="namespaces" for a --pausable session's image)."""
-        kwargs.setdefault("isolation", "gvisor")
+        Sandbox().  The image's tier is taken by itself: a gVisor image
+        resumes in gVisor, a --pausable session's image in the namespaces
+        tier; only isolation="gvisor" given for a namespaces image is
+        refused (it would be weaker than asked)."""
         extra = list(kwargs.pop("extra_args", None) or [])
         return cls(extra_args=extra + ["--resume", str(image)], **kwargs)
 

@@ -134,6 +134,22 @@ def test_a_resumed_session_pauses_again_at_once(start, store):
 
 
 @pytest.mark.timeout(300)
+def test_resume_takes_the_images_tier(start, store):
+    """`--resume ID` alone (a kernel at the default namespaces tier) resumes
+    a gVisor image in gVisor, the stronger tier: a client need not know which
+    tier paused it."""
+    needs_gvisor()
+    a = start("--isolation", "gvisor", "--image-dir", store)
+    out(a, "x = 7")
+    p = ctl(a, "cellblock_pause_request")
+    assert p["status"] == "ok", p
+    b = start("--image-dir", store, "--resume", p["image"])
+    assert out(b, "print(x)") == "7\n"
+    banner = request(b.kc, "kernel_info_request", {}, timeout=30).reply["content"]["banner"]
+    assert "gVisor" in banner, banner
+
+
+@pytest.mark.timeout(300)
 def test_images_that_must_be_refused(start, store, tmp_path):
     needs_gvisor()
     # a copy of the interpreter (a venv with --copies): a file the image pins

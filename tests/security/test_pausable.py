@@ -480,6 +480,11 @@ def test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_force(s
         assert p2["status"] == "ok" and p2["image"] != image, p2
         assert k.run("print(x)") == ("43\n", None)
         _probe_all(k, "after a second pause and resume")
+        # a kernel that asks for a stronger tier does not get this one instead
+        g = Kernel("cellblock", ["--isolation", "gvisor", "--resume", image, "--image-dir", store])
+        forks.append(g)
+        out, err = g.run("print(x)")
+        assert err is not None and "of the namespaces tier" in out, (out, err)
     finally:
         for k in [a] + forks:
             k.shutdown()
