@@ -165,8 +165,8 @@ void cb_snapshots_adopt_tier(cb_opts_t *o) {
     cb_config_t c = o->c;
     c.isolation = "gvisor";
     if (cb_flags_check_isolation(&c, why, sizeof why) < 0) {
-        LOG_W("--resume %s: a gVisor image, which this kernel's flags cannot run: %s",
-              o->c.resume, why);
+        LOG_W("--resume %s: a gVisor image, which this kernel's flags cannot run: %s", o->c.resume,
+              why);
         return;
     }
     const char *fwd[CB_OPTS_FWD_MAX + 1];
