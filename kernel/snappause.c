@@ -156,6 +156,9 @@ void cb_snappause_done(cb_snapshots_t *sn, const cb_snap_result_t *r) {
     cb_snapshots_finish_req(sn, reply);
 }
 
+/* why a gVisor image could not be run at the gvisor tier here (its flags) */
+static char s_adopt_why[CB_SNAP_WHY_MAX * 2];
+
 void cb_snapshots_adopt_tier(cb_opts_t *o) {
     if (o->c.resume == NULL || strcmp(o->c.isolation, "namespaces") != 0) return;
     char dir[CB_PATH_MAX], why[CB_SNAP_WHY_MAX * 2] = "";
@@ -165,9 +168,8 @@ void cb_snapshots_adopt_tier(cb_opts_t *o) {
     cb_config_t c = o->c;
     c.isolation = "gvisor";
     if (cb_flags_check_isolation(&c, why, sizeof why) < 0) {
-        LOG_W("--resume %s: a gVisor image, which this kernel's flags cannot run: %s", o->c.resume,
-              why);
-        return;
+        snprintf(s_adopt_why, sizeof s_adopt_why, "%s", why);
+        return; /* cb_snapshots_resume refuses it, with this reason */
     }
     const char *fwd[CB_OPTS_FWD_MAX + 1];
     int n = cb_flags_forward(&c, fwd, CB_OPTS_FWD_MAX, o->fwd_store, CB_OPTS_FWD_MAX);
@@ -187,6 +189,11 @@ void cb_snapshots_resume(cb_snapshots_t *sn, const char *ref) {
     if (rec != NULL && (ver == NULL || strcmp(ver, CB_VERSION) != 0))
         snprintf(why, sizeof why, "the image %s was made by cellblock %.32s, this is %s", ref,
                  ver ? ver : "?", CB_VERSION);
+    else if (rec != NULL && s_adopt_why[0])
+        snprintf(why, sizeof why,
+                 "the image %s is of the gvisor tier, which this kernel's flags "
+                 "cannot run: %.160s",
+                 ref, s_adopt_why);
     else if (rec != NULL && (tier == NULL || strcmp(tier, k->opts->c.isolation) != 0))
         snprintf(why, sizeof why,
                  "the image %s is of the %.32s tier: start the kernel with --isolation %.32s", ref,

@@ -147,6 +147,12 @@ def test_resume_takes_the_images_tier(start, store):
     assert out(b, "print(x)") == "7\n"
     banner = request(b.kc, "kernel_info_request", {}, timeout=30).reply["content"]["banner"]
     assert "gVisor" in banner, banner
+    # flags that tier cannot take: refused, and the reason is the flag's
+    c = start("--image-dir", store, "--resume", p["image"], "--pausable")
+    r = c.execute("print(x)", timeout=120)
+    assert r.status == "error", r.reply["content"]
+    e = r.reply["content"]["evalue"]
+    assert "of the gvisor tier, which this kernel's flags cannot run" in e and "--pausable" in e, e
 
 
 @pytest.mark.timeout(300)
