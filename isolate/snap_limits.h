@@ -25,6 +25,7 @@
 #define CB_IMAGE_KEY_LEN  32                             /* the store's MAC key (never in a sandbox) */
 #define CB_IMAGE_MANIFEST_MAX (16u << 20) /* bytes of its manifest (every file of the home) */
 #define CB_IMAGE_SLACK_MB 64 /* an image may exceed memory + 2 x disk by this much */
+#define CB_IMAGE_ROOM_SLACK_MB 32 /* a pause wants this much free in the store beyond the memory */
 
 /* ---- the agent's protocol (kernel -> launcher -> agent and back, text lines) -- */
 #define CB_SNAP_LINE_MAX  256 /* bytes of one command or reply line */

@@ -160,6 +160,12 @@ json_t *cb_costs_end(cb_costs_t *c, cb_session_t *s, const json_t *artifacts) {
     return o;
 }
 
+int cb_costs_memory(cb_costs_t *c, cb_session_t *s, uint64_t *bytes) {
+    uint64_t lim = 0;
+    (void) s_cgroup(c, s);
+    return c->cg.version != 0 && cb_cgstat_memory(&c->cg, bytes, &lim) == 0 ? 0 : -1;
+}
+
 json_t *cb_costs_usage(cb_costs_t *c, cb_session_t *s) {
     pid_t runner = s_cgroup(c, s);
     uint64_t cpu = 0, cur = 0, lim = 0;

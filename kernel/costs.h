@@ -35,5 +35,8 @@ json_t *cb_costs_end(cb_costs_t *c, cb_session_t *s, const json_t *artifacts);
 /* usage_reply's content, ipykernel's keys with the sandbox's figures (a new
  * reference). */
 json_t *cb_costs_usage(cb_costs_t *c, cb_session_t *s);
+/* The sandbox's memory now (its cgroup's), in *bytes: 0, or -1 when it has
+ * no cgroup to ask. */
+int cb_costs_memory(cb_costs_t *c, cb_session_t *s, uint64_t *bytes);
 
 #endif

@@ -18,12 +18,15 @@
  */
 #include "kernel/debug.h"
 #include "kernel/dispatch.h"
+#include "kernel/costs.h"
+#include "kernel/policy.h"
 #include "kernel/snapimage.h"
 #include "kernel/snapshot_priv.h"
 
 #include "isolate/log.h"
 
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 const char *cb_snappause_why(const cb_kernel_t *k) {
@@ -53,6 +56,29 @@ static bool s_by_criu(const cb_kernel_t *k) {
     return strcmp(k->opts->c.isolation, "gvisor") != 0 && strcmp(k->opts->c.isolation, "microvm") != 0;
 }
 
+/* A pause that runs out of room in the store loses the session (a failed
+ * runsc checkpoint ends gVisor's sandbox; a half-written dump is no image):
+ * refused before anything is done when the store has less free space than
+ * the sandbox's memory now (an image holds at most that, before
+ * compression; its files are in it too, tmpfs) and some slack.  Unknown
+ * figures refuse nothing. */
+static int s_store_room(cb_kernel_t *k, const char *store, char *why, size_t len) {
+    uint64_t mem = 0;
+    cb_costs_t *c = cb_policy_costs(k);
+    struct statvfs v;
+    if (c == NULL || cb_costs_memory(c, k->session, &mem) < 0 || statvfs(store, &v) < 0) return 0;
+    uint64_t avail = (uint64_t) v.f_bavail * v.f_frsize;
+    uint64_t need = mem + ((uint64_t) CB_IMAGE_ROOM_SLACK_MB << 20);
+    if (avail >= need) return 0;
+    snprintf(why, len,
+             "the image store %.300s has %llu MiB free, and this session may need up to %llu MiB "
+             "(its memory now, before compression, and %d MiB): free space there, or pause "
+             "into another store (--image-dir); the session goes on as it was",
+             store, (unsigned long long) (avail >> 20), (unsigned long long) (need >> 20),
+             CB_IMAGE_ROOM_SLACK_MB);
+    return -1;
+}
+
 void cb_snapshot_pause(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort) {
     (void) abort;
     cb_snapshots_t *sn = k->snaps;
@@ -76,6 +102,7 @@ void cb_snapshot_pause(cb_kernel_t *k, cb_channel_t ch, cb_msg_t *m, bool abort)
     }
     char dir[CB_PATH_MAX + CB_IMAGE_ID_HEX + 2];
     if (cb_image_store(k->opts, sn->store, sizeof sn->store, why, sizeof why) < 0 ||
+        s_store_room(k, sn->store, why, sizeof why) < 0 ||
         cb_image_create(sn->store, sn->pause_id, &sn->pause_fd, why, sizeof why) < 0) {
         cb_dispatch_answer(k, ch, m, cb_snapshots_error(why));
         return;

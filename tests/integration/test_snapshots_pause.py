@@ -156,6 +156,28 @@ def test_resume_takes_the_images_tier(start, store):
 
 
 @pytest.mark.timeout(300)
+def test_a_pause_the_store_has_no_room_for_is_refused_and_loses_nothing(start):
+    """A store too small for the image: runsc checkpoint would fail half-way
+    ("no space left on device") and end the sandbox with it, so the kernel
+    refuses the pause before anything is done, and the session goes on."""
+    needs_gvisor()
+    small = tempfile.mkdtemp(prefix="cb-small-store-")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", small], check=True)
+    try:
+        a = start("--isolation", "gvisor", "--image-dir", os.path.join(small, "store"))
+        out(a, "import numpy, pandas\nx = 5")
+        p = ctl(a, "cellblock_pause_request")
+        assert p["status"] == "error", p
+        assert "MiB free" in p["evalue"] and "--image-dir" in p["evalue"], p["evalue"]
+        assert out(a, "print(x)") == "5\n"  # the same sandbox: nothing lost
+        store = os.path.join(small, "store")
+        assert [n for n in os.listdir(store) if n != ".key"] == [], os.listdir(store)
+    finally:
+        subprocess.run(["umount", small], check=False)
+        os.rmdir(small)
+
+
+@pytest.mark.timeout(300)
 def test_images_that_must_be_refused(start, store, tmp_path):
     needs_gvisor()
     # a copy of the interpreter (a venv with --copies): a file the image pins
