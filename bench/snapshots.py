@@ -148,9 +148,13 @@ def bench_namespaces(spec, mib, reps):
     return r
 
 
+def gvisor_flags(store, mib):
+    """The gvisor tier's flags for a session of mib MiB, its images in store."""
+    return ["--isolation", "gvisor", "--image-dir", store, "--memory", str(max(1024, 4 * mib))]
+
+
 def bench_gvisor(spec, mib, store):
-    return bench_pause(spec, mib, ["--isolation", "gvisor", "--image-dir", store,
-                                   "--memory", str(max(1024, 4 * mib))], "gv")
+    return bench_pause(spec, mib, gvisor_flags(store, mib), "gv")
 
 
 def bench_pause(spec, mib, extra, label):
@@ -205,8 +209,7 @@ def bench_resume_curve(spec, store):
     session's size and --cpus; the median of two pauses each."""
     rows = []
     for mib, cpus, kind in CURVE:
-        extra = ["--isolation", "gvisor", "--image-dir", store, "--cpus", str(cpus),
-                 "--memory", str(max(1024, 4 * mib))]
+        extra = gvisor_flags(store, mib) + ["--cpus", str(cpus)]
         k, t_cold = cold(spec, extra, mib, "curve", kind)
         cell(k, "1")
         pauses, resumes, size = [], [], 0

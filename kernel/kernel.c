@@ -156,7 +156,7 @@ int cb_kernel_main(cb_opts_t *opts) {
         return 1;
     }
     k->opts = opts;
-    cb_snapshots_adopt_tier(opts); /* --resume ID alone resumes a gVisor image too */
+    cb_snapshots_open_resume(opts); /* --resume: the image's record, and its tier */
     int rc = cb_conn_load(opts->c.connection_file, conn);
     if (rc != CB_CONN_OK) {
         fprintf(stderr, "cellblock-kernel: connection file %s: %s\n",

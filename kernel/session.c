@@ -112,7 +112,7 @@ static void s_gone(cb_session_t *s) {
     cb_launch_read_reports(&s->proc);
     cb_sio_drain(s, true);
     bool setup = s->proc.fatal[0] != 0 || !s->was_ready;
-    if (s->proc.isolation[0]) snprintf(s->isolation, sizeof s->isolation, "%s", s->proc.isolation);
+    cb_sio_take_isolation(s);
     char how[CB_LAUNCH_TEXT_MAX], msg[CB_LAUNCH_TEXT_MAX * 3];
     cb_launch_describe_exit(&s->proc, how, sizeof how);
     static const char lost[] = "A fresh sandbox was started: all variables, imports and files "
@@ -241,8 +241,8 @@ void cb_sio_ready(cb_session_t *s, const cb_rframe_facts_t *x) {
      * folder) is the baseline, not artifacts; the workdir report came first */
     cb_launch_read_reports(&s->proc);
     /* a warm runner can say hello before the launcher's isolation line is
-     * read (it may even be written after): s_on_fd copies it then too */
-    if (s->proc.isolation[0]) snprintf(s->isolation, sizeof s->isolation, "%s", s->proc.isolation);
+     * read (it may even be written after): s_on_fd takes it then too */
+    cb_sio_take_isolation(s);
     if (s->cfg->artifacts && s->proc.workdir_fd >= 0)
         (void) cb_artifacts_baseline(s->cfg->artifacts, s->proc.workdir_fd);
     s->state = S_READY;

@@ -124,8 +124,7 @@ static int s_on_fd(zloop_t *loop, zmq_pollitem_t *item, void *arg) {
     cb_session_t *s = arg;
     if (item->fd >= 0 && item->fd == s->proc.rep_fd) {
         cb_launch_read_reports(&s->proc);
-        if (s->state == S_READY && s->proc.isolation[0])
-            snprintf(s->isolation, sizeof s->isolation, "%s", s->proc.isolation);
+        if (s->state == S_READY) cb_sio_take_isolation(s);
         cb_sio_snap_reports(s);
     }
     if (item->fd >= 0 && item->fd == s->proc.out_fd) cb_sio_read_pipe(s, 0, false);

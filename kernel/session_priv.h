@@ -121,6 +121,11 @@ static inline size_t cb_sio_pending(const cb_session_t *s) { return s->in_len - 
 
 /* session_io.c */
 void cb_sio_reset(cb_session_t *s, int64_t now);
+/* The launcher's isolation line, once it has read it, is the session's
+ * (kept past the launcher: the banner names the last sandbox's layers). */
+static inline void cb_sio_take_isolation(cb_session_t *s) {
+    if (s->proc.isolation[0]) snprintf(s->isolation, sizeof s->isolation, "%s", s->proc.isolation);
+}
 uint64_t cb_sio_charge(cb_session_t *s, uint64_t n, bool late);
 void cb_sio_notice(cb_session_t *s, cb_budget_t *b, bool late, const char *text);
 void cb_sio_publish_stream(cb_session_t *s, int which, bool final);

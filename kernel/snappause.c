@@ -24,6 +24,7 @@
 #include "kernel/snapshot_priv.h"
 
 #include "isolate/log.h"
+#include "isolate/util.h"
 
 #include <string.h>
 #include <sys/statvfs.h>
@@ -183,20 +184,31 @@ void cb_snappause_done(cb_snapshots_t *sn, const cb_snap_result_t *r) {
     cb_snapshots_finish_req(sn, reply);
 }
 
-/* why a gVisor image could not be run at the gvisor tier here (its flags) */
-static char s_adopt_why[CB_SNAP_WHY_MAX * 2];
+/* The image --resume names: its sealed record, read once before the
+ * session exists (cb_snapshots_open_resume) and taken over when the kernel
+ * is set up (cb_snapshots_resume); or why it cannot be resumed here. */
+static struct {
+    json_t *rec;
+    char dir[CB_PATH_MAX];
+    char why[CB_SNAP_WHY_MAX * 2];
+} s_image;
 
-void cb_snapshots_adopt_tier(cb_opts_t *o) {
-    if (o->c.resume == NULL || strcmp(o->c.isolation, "namespaces") != 0) return;
-    char dir[CB_PATH_MAX], why[CB_SNAP_WHY_MAX * 2] = "";
-    json_auto_t *rec = cb_image_open(o, o->c.resume, dir, sizeof dir, why, sizeof why);
-    const char *tier = rec ? json_string_value(json_object_get(rec, "tier")) : NULL;
-    if (tier == NULL || strcmp(tier, "gvisor") != 0) return; /* cb_snapshots_resume says why */
+void cb_snapshots_open_resume(cb_opts_t *o) {
+    if (o->c.resume == NULL) return;
+    s_image.rec = cb_image_open(o, o->c.resume, s_image.dir, sizeof s_image.dir, s_image.why,
+                                sizeof s_image.why);
+    const char *tier = s_image.rec ? json_string_value(json_object_get(s_image.rec, "tier")) : NULL;
+    /* only a gVisor image in a kernel at the namespaces tier: the stronger tier */
+    if (tier == NULL || strcmp(tier, "gvisor") != 0 || strcmp(o->c.isolation, "namespaces") != 0)
+        return;
+    char why[CB_SNAP_WHY_MAX];
     cb_config_t c = o->c;
     c.isolation = "gvisor";
     if (cb_flags_check_isolation(&c, why, sizeof why) < 0) {
-        snprintf(s_adopt_why, sizeof s_adopt_why, "%s", why);
-        return; /* cb_snapshots_resume refuses it, with this reason */
+        snprintf(s_image.why, sizeof s_image.why,
+                 "the image %s is of the gvisor tier, which this kernel's flags cannot run: %s",
+                 o->c.resume, why);
+        return;
     }
     const char *fwd[CB_OPTS_FWD_MAX + 1];
     int n = cb_flags_forward(&c, fwd, CB_OPTS_FWD_MAX, o->fwd_store, CB_OPTS_FWD_MAX);
@@ -209,19 +221,16 @@ void cb_snapshots_adopt_tier(cb_opts_t *o) {
 
 void cb_snapshots_resume(cb_snapshots_t *sn, const char *ref) {
     cb_kernel_t *k = sn->k;
-    char dir[CB_PATH_MAX], why[CB_SNAP_WHY_MAX * 2] = "";
-    json_auto_t *rec = cb_image_open(k->opts, ref, dir, sizeof dir, why, sizeof why);
+    char why[CB_SNAP_WHY_MAX * 2];
+    const char *dir = s_image.dir;
+    json_auto_t *rec = steal_pointer(&s_image.rec);
+    snprintf(why, sizeof why, "%s", s_image.why);
     const char *tier = rec ? json_string_value(json_object_get(rec, "tier")) : NULL;
     const char *ver = rec ? json_string_value(json_object_get(rec, "cellblock")) : NULL;
     if (rec != NULL && (ver == NULL || strcmp(ver, CB_VERSION) != 0))
         snprintf(why, sizeof why, "the image %s was made by cellblock %.32s, this is %s", ref,
                  ver ? ver : "?", CB_VERSION);
-    else if (rec != NULL && s_adopt_why[0])
-        snprintf(why, sizeof why,
-                 "the image %s is of the gvisor tier, which this kernel's flags "
-                 "cannot run: %.160s",
-                 ref, s_adopt_why);
-    else if (rec != NULL && (tier == NULL || strcmp(tier, k->opts->c.isolation) != 0))
+    else if (rec != NULL && !why[0] && (tier == NULL || strcmp(tier, k->opts->c.isolation) != 0))
         snprintf(why, sizeof why,
                  "the image %s is of the %.32s tier: start the kernel with --isolation %.32s", ref,
                  tier ? tier : "?", tier ? tier : "?");

@@ -37,11 +37,12 @@ void cb_snapshot_pause(struct cb_kernel *k, cb_channel_t ch, cb_msg_t *m, bool a
 /* --resume IMAGE at start: the image checked and the session set to start from it, or
  * every start refused with the reason.  The kernel's record in it is taken over. */
 void cb_snapshots_resume(cb_snapshots_t *sn, const char *ref);
-/* Before the session exists: --resume of a gVisor image in a kernel at the
- * namespaces tier (the default) runs it in gVisor, the stronger tier, so
- * `--resume ID` alone resumes any image; the other way round stays refused
- * (cb_snapshots_resume says why).  Rewrites opts' launcher flags. */
-void cb_snapshots_adopt_tier(cb_opts_t *o);
+/* Before the session exists: the image --resume names is opened and its
+ * seal checked, once (cb_snapshots_resume takes it over).  A gVisor image
+ * in a kernel at the namespaces tier (the default) runs in gVisor, the
+ * stronger tier, so `--resume ID` alone resumes any image; the other way
+ * round stays refused.  Rewrites opts' launcher flags then. */
+void cb_snapshots_open_resume(cb_opts_t *o);
 /* Why this kernel's sandbox cannot be paused (the cause and the fix). */
 const char *cb_snappause_why(const struct cb_kernel *k);
 

@@ -27,26 +27,25 @@ typedef struct {
     size_t n;
 } s_names_t;
 
-static bool s_ends(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n > k && memcmp(s + n - k, suffix, k) == 0;
+/* "pages-" digits, then suffix (".img" or ".img.zst"), nothing else: as criu names them */
+static bool s_is_pages(const char *name, const char *suffix) {
+    size_t d = strspn(name + strlen(S_PREFIX), "0123456789");
+    return strncmp(name, S_PREFIX, strlen(S_PREFIX)) == 0 && d > 0 &&
+           strcmp(name + strlen(S_PREFIX) + d, suffix) == 0;
 }
 
-/* The regular files of dirfd named pages-*SUFFIX (listed first, then
+/* The regular files of dirfd named pages-N SUFFIX (listed first, then
  * handled: the directory changes meanwhile).  0, -1 with why. */
 static int s_list(int dirfd, const char *suffix, s_names_t *out, char *why, size_t len) {
     out->n = 0;
-    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    DIR *d = cb_opendir_at(dirfd);
     if (d == NULL) {
-        if (fd >= 0) close(fd);
         cb_fmt_why(why, len, "listing the image: %s", strerror(errno));
         return -1;
     }
     int rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
-        if (strncmp(e->d_name, S_PREFIX, strlen(S_PREFIX)) != 0 || !s_ends(e->d_name, suffix))
-            continue;
+        if (!s_is_pages(e->d_name, suffix)) continue;
         if ((e->d_type != DT_REG && e->d_type != DT_UNKNOWN) ||
             strlen(e->d_name) >= S_NAME_MAX - strlen(CB_CRIU_PACK_SUFFIX)) {
             cb_fmt_why(why, len, "the image's %.64s is not a pages file", e->d_name);
@@ -71,14 +70,6 @@ static int s_open_in(int dirfd, const char *name, char *why, size_t len) {
         return -1;
     }
     return fd;
-}
-
-static ssize_t s_read(int fd, void *buf, size_t len) {
-    ssize_t n;
-    do
-        n = read(fd, buf, len);
-    while (n < 0 && errno == EINTR);
-    return n;
 }
 
 /* ---- pause: compress ----------------------------------------------------------------- */
@@ -106,7 +97,7 @@ static int s_pack_one(s_pack_t *p, int dirfd, const char *name, char *why, size_
     size_t z = ZSTD_CCtx_reset(p->cc, ZSTD_reset_session_only);
     if (!ZSTD_isError(z)) z = ZSTD_CCtx_setPledgedSrcSize(p->cc, (unsigned long long) st.st_size);
     for (bool last = false; !last && fail == NULL && !ZSTD_isError(z);) {
-        ssize_t n = s_read(in, p->in, S_CHUNK);
+        ssize_t n = read(in, p->in, S_CHUNK);
         if (n < 0) {
             fail = strerror(errno);
             break;
@@ -198,7 +189,7 @@ static int s_unpack_one(s_unpack_t *u, int from, const char *name, int to, uid_t
     const char *fail = NULL;
     size_t z = ZSTD_DCtx_reset(u->dc, ZSTD_reset_session_only), pending = 1;
     ssize_t n = 0;
-    while (fail == NULL && !ZSTD_isError(z) && (n = s_read(in, u->in, S_CHUNK)) > 0) {
+    while (fail == NULL && !ZSTD_isError(z) && (n = read(in, u->in, S_CHUNK)) > 0) {
         ZSTD_inBuffer ib = {u->in, (size_t) n, 0};
         while (ib.pos < ib.size && fail == NULL) {
             ZSTD_outBuffer ob = {u->out, S_CHUNK, 0};

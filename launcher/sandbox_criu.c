@@ -151,29 +151,26 @@ static void s_pause_fail(const char *why) {
     cb_snapimage_abandon();
 }
 
+/* A pause refused before anything was done: its image's fd goes too. */
+static int s_refuse(const char *why) {
+    (void) cb_report("snap fail 0 %s", why);
+    cb_snapimage_abandon();
+    return 0;
+}
+
 int cb_sandbox_criu_pause(cb_sandbox_t *sb, const char *line, int fd) {
     char why[S_WHY];
     long ckpt = 0;
     char img[CB_IMAGE_ID_HEX + 1];
-    if (sscanf(line, "pause " CB_IMAGE_ID_SCAN " %ld", img, &ckpt) != 2 || ckpt <= 0 || fd < 0) {
-        (void) cb_report("snap fail 0 a pause of this tier names an image and a checkpoint");
-        cb_snapimage_abandon();
-        return 0;
-    }
-    if (S.phase != S_IDLE) {
+    if (sscanf(line, "pause " CB_IMAGE_ID_SCAN " %ld", img, &ckpt) != 2 || ckpt <= 0 || fd < 0)
+        return s_refuse("a pause of this tier names an image and a checkpoint");
+    if (S.phase != S_IDLE) { /* the one in progress keeps its image */
         (void) cb_report("snap fail 0 another pause or resume is in progress");
         return 0;
     }
-    if (!sb->opts->pausable || !sb->root) {
-        (void) cb_report("snap fail 0 only a --pausable sandbox of a root launcher can be paused");
-        cb_snapimage_abandon();
-        return 0;
-    }
-    if (cb_criu_usable(why, sizeof why) < 0) {
-        (void) cb_report("snap fail 0 %s", why);
-        cb_snapimage_abandon();
-        return 0;
-    }
+    if (!sb->opts->pausable || !sb->root)
+        return s_refuse("only a --pausable sandbox of a root launcher can be paused");
+    if (cb_criu_usable(why, sizeof why) < 0) return s_refuse(why);
     S.ckpt = ckpt;
     memcpy(S.img_id, img, sizeof S.img_id);
     S.imgfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);

@@ -35,6 +35,7 @@
 
 #define S_RUNSC_FAILED 128 /* runsc's exit code for its own errors */
 
+/* One line to init outside, printable (reasons quote runsc's words). */
 static void s_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void s_say(const char *fmt, ...) {
     int ctl = cb_tier_ctl();
@@ -44,6 +45,8 @@ static void s_say(const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    for (char *c = line; *c; c++)
+        if ((unsigned char) *c < 0x20 || (unsigned char) *c == 0x7f) *c = '?';
     if (n > 0) (void) cb_send_with_fd(ctl, line, strlen(line), -1);
 }
 
@@ -100,9 +103,8 @@ static void s_pause_run(const cb_gvisor_t *g, int rootless, s_pause_t *p) {
 }
 
 /* Why runsc checkpoint failed, from its stderr: the first line that says
- * (a Go panic's, or one naming an error), else the last one; printable
- * ASCII only and bounded (runsc is the tier's kernel, but its words go to
- * the user).  A panic's stack after it is not read. */
+ * (a Go panic's, or one naming an error), else the last one; bounded
+ * (s_say makes it printable).  A panic's stack after it is not read. */
 static bool s_says_why(const char *l) {
     return strncmp(l, "panic: ", 7) == 0 || strncmp(l, "fatal error: ", 13) == 0 ||
            strstr(l, "error") != NULL || strstr(l, "failed") != NULL;
@@ -128,11 +130,8 @@ static void s_ckpt_why(char *why, size_t len) {
             break;
         }
     }
-    const char *line = pick != NULL ? pick : last != NULL ? last : "";
-    size_t o = 0;
-    for (; *line != '\0' && o + 1 < len; line++)
-        why[o++] = *line >= 0x20 && *line < 0x7f ? *line : '?';
-    why[o] = '\0';
+    const char *l = pick != NULL ? pick : last != NULL ? last : "";
+    (void) snprintf(why, len, "%.*s", (int) (len - 1), l);
 }
 
 static void s_pause_end(s_pause_t *p, int st, cb_gvisor_dbg_t *dbg) {
