@@ -26,7 +26,6 @@
 
 #define S_STATUS_MAX   8192 /* bytes of /proc/PID/status read */
 #define S_LINK_MAX     64   /* bytes of an fd's link we look at ("socket:[N]") */
-#define S_WAIT_STEP_MS 5    /* how often a bounded wait looks */
 #define S_RUN          "/run"
 #define S_NULL         "/dev/null"
 #define S_WHY_MAX      256 /* bytes of the helper's reason */
@@ -53,24 +52,10 @@ const char *cb_criu_path(void) {
 
 /* The first "X.Y" after "Version: " in criu's --version output, as X * 100 + Y. */
 static int s_criu_version(const char *criu) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0) return -1;
-    cb_autofd int null = open(S_NULL, O_RDWR | O_CLOEXEC);
-    const int fds[] = {null, p[1], null};
     char *argv[] = {(char *) criu, (char *) "--version", NULL};
-    pid_t c = null < 0 ? -1 : cb_tier_spawn(criu, argv, cb_criu_env, fds, 3);
-    close(p[1]);
-    char out[S_VERSION_OUT_MAX] = "";
-    size_t have = 0;
-    while (c > 0 && have < sizeof out - 1) {
-        ssize_t r = read(p[0], out + have, sizeof out - 1 - have);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        have += (size_t) r;
-    }
-    close(p[0]);
-    int st = 0;
-    if (c > 0) (void) cb_criu_wait(c, S_VERSION_TIMEOUT_MS, &st);
+    char out[S_VERSION_OUT_MAX];
+    if (cb_tier_output(criu, argv, cb_criu_env, out, sizeof out, S_VERSION_TIMEOUT_MS) < 0)
+        return -1;
     const char *v = strstr(out, "Version: ");
     int major = 0, minor = 0;
     if (v == NULL || sscanf(v + 9, "%d.%d", &major, &minor) != 2) return -1;
@@ -220,22 +205,6 @@ int cb_criu_write_fds(const cb_criu_target_t *t, int dirfd) {
 
 /* ---- running criu ---------------------------------------------------------------------- */
 
-/* waitpid with a deadline; the child is killed at it.  The wait status, -1 on timeout. */
-int cb_criu_wait(pid_t pid, int timeout_ms, int *st) {
-    for (int waited = 0;; waited += S_WAIT_STEP_MS) {
-        pid_t r = waitpid(pid, st, WNOHANG);
-        if (r == pid) return 0;
-        if (r < 0 && errno != EINTR) return -1;
-        if (waited >= timeout_ms) {
-            (void) kill(pid, SIGKILL);
-            (void) waitpid(pid, st, 0);
-            return -1;
-        }
-        struct timespec ts = {0, S_WAIT_STEP_MS * 1000000L};
-        (void) nanosleep(&ts, NULL);
-    }
-}
-
 char *const cb_criu_env[] = {(char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 
 int cb_criu_kdat(char *why, size_t why_len) {
@@ -251,7 +220,7 @@ int cb_criu_kdat(char *why, size_t why_len) {
         const int quiet[] = {null, null, null};
         pid_t c = null < 0 ? -1 : cb_tier_spawn(criu, argv, cb_criu_env, quiet, 3);
         int st = 0;
-        if (c < 0 || cb_criu_wait(c, CB_CRIU_TIMEOUT_MS, &st) < 0 || !WIFEXITED(st) ||
+        if (c < 0 || cb_tier_wait(c, CB_CRIU_TIMEOUT_MS, &st) < 0 || !WIFEXITED(st) ||
             WEXITSTATUS(st) != 0) {
             cb_fmt_why(why, why_len,
                        "criu check failed on this kernel (Debian 12's criu 3.17 runs on "
@@ -354,7 +323,7 @@ void cb_criu_helper_fail(int rep, const char *why) {
 void cb_criu_helper_end(pid_t c, const char *what, int rep) {
     char why[S_WHY_MAX];
     int st = 0;
-    int timed_out = c < 0 ? 0 : cb_criu_wait(c, CB_CRIU_TIMEOUT_MS, &st);
+    int timed_out = c < 0 ? 0 : cb_tier_wait(c, CB_CRIU_TIMEOUT_MS, &st);
     cb_criu_run_cache_end();
     if (c < 0 || timed_out < 0) {
         if (c < 0)
@@ -409,7 +378,7 @@ int cb_criu_helper_result(pid_t h, int rep, int logdir, const char *log, const c
     char said[S_WHY_MAX]; /* the helper's reason, up to its end of the pipe */
     cb_criu_read_reason(rep, said, sizeof said);
     int st = 0;
-    if (cb_criu_wait(h, CB_CRIU_TIMEOUT_MS + 1000, &st) < 0)
+    if (cb_tier_wait(h, CB_CRIU_TIMEOUT_MS + 1000, &st) < 0)
         cb_fmt_why(why, why_len, "criu %s took too long", what);
     else if (said[0] != '\0')
         cb_fmt_why(why, why_len, "%s", said);

@@ -94,8 +94,6 @@ int cb_criu_join_ns(const int *fds, char *why, size_t why_len);
  * (an fd) copied into it; cb_criu_run_cache_end takes it away. */
 int cb_criu_run_cache(int kdat, char *why, size_t why_len);
 void cb_criu_run_cache_end(void);
-/* waitpid with a deadline (the child is killed at it): 0, or -1 on timeout */
-int cb_criu_wait(pid_t pid, int timeout_ms, int *st);
 /* why criu failed: the first error in its log (in dirfd), else its exit code */
 void cb_criu_log_why(int dirfd, const char *log, const char *what, int code, char *why,
                      size_t why_len);

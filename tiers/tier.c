@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "isolate/util.h"
@@ -154,6 +156,80 @@ int cb_tier_argv_add(cb_tier_argv_t *a, const char *fmt, ...) {
     a->n++;
     a->argv[a->n] = NULL;
     return 0;
+}
+
+/* ---- a program's answer (launcher side) ---------------------------------------- */
+
+#define S_WAIT_STEP_MS 5 /* how often a bounded wait looks */
+
+static long s_ms_now(void) {
+    struct timespec ts;
+    (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+int cb_tier_wait(pid_t pid, int timeout_ms, int *st) {
+    for (int waited = 0;; waited += S_WAIT_STEP_MS) {
+        pid_t r = waitpid(pid, st, WNOHANG);
+        if (r == pid) return 0;
+        if (r < 0 && errno != EINTR) return -1;
+        if (waited >= timeout_ms) {
+            (void) kill(pid, SIGKILL);
+            (void) waitpid(pid, st, 0);
+            return -1;
+        }
+        struct timespec ts = {0, S_WAIT_STEP_MS * 1000000L};
+        (void) nanosleep(&ts, NULL);
+    }
+}
+
+int cb_tier_output(const char *path, char *const argv[], char *const envp[], char *out,
+                   size_t out_len, int timeout_ms) {
+    if (out_len == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    out[0] = '\0';
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) return -1;
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int fds[] = {null, p[1], p[1]};
+    pid_t c = null < 0 ? -1 : cb_tier_spawn(path, argv, envp, fds, 3);
+    if (null >= 0) close(null);
+    close(p[1]);
+    if (c < 0) {
+        int e = errno;
+        close(p[0]);
+        errno = e;
+        return -1;
+    }
+    size_t have = 0;
+    char drop[256];
+    long deadline = s_ms_now() + timeout_ms;
+    for (;;) {
+        long left = deadline - s_ms_now();
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        if (left <= 0) break;
+        int n = poll(&pf, 1, (int) left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        /* past the room: read and drop, so the program is not stuck on a full pipe */
+        char *to = have < out_len - 1 ? out + have : drop;
+        size_t room = have < out_len - 1 ? out_len - 1 - have : sizeof drop;
+        ssize_t r = read(p[0], to, room);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        if (to != drop) have += (size_t) r;
+    }
+    close(p[0]);
+    out[have] = '\0';
+    long left = deadline - s_ms_now();
+    int st = 0;
+    if (cb_tier_wait(c, left > 0 ? (int) left : 0, &st) < 0) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    return st;
 }
 
 /* ---- in the runner's slot ------------------------------------------------------ */

@@ -46,6 +46,15 @@ const char *cb_microvm_hint(int arg);
 /* The directory the launcher binary lives in (its helpers sit beside it).
  * 0 ok, -1 errno. */
 int cb_tier_helper_dir(char *buf, size_t len);
+/* waitpid with a deadline; the child is killed at it.  0 (status in *st),
+ * -1 on timeout or error. */
+int cb_tier_wait(pid_t pid, int timeout_ms, int *st);
+/* Runs path (stdin /dev/null) and keeps what it writes to stdout and stderr
+ * in out (at most out_len - 1 bytes, NUL-terminated; more is read and
+ * dropped); it is killed after timeout_ms.  Its wait status, or -1 (errno:
+ * it could not start, ETIMEDOUT). */
+int cb_tier_output(const char *path, char *const argv[], char *const envp[], char *out,
+                   size_t out_len, int timeout_ms);
 /* First executable dirs[i]/name, resolved with realpath.  0 ok, -1 ENOENT. */
 int cb_tier_find_program(const char *const *dirs, const char *name, char *buf, size_t len);
 /* Appends one formatted entry.  0 ok, -1 (E2BIG, ENAMETOOLONG). */
