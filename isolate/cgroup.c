@@ -13,11 +13,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -94,6 +97,7 @@ cb_cgroup_t *cb_cg_alloc(cb_cgroup_version_t v, const cb_cgroup_limits_t *lim) {
     if (cg == NULL) return NULL;
     cg->version = v;
     cg->lim = *lim;
+    cg->oom_fd = cg->oom_src = -1;
     return cg;
 }
 
@@ -257,6 +261,65 @@ bool cb_cgroup_oom(const cb_cgroup_t *cg) {
     return cb_cgroup_read(m, "memory.failcnt", buf, sizeof buf) == 0 && atoll(buf) > 0;
 }
 
+/* memory.events' oom_kill, read on its own fd (which also re-arms its poll). */
+static long long s_oom_kills(int fd) {
+    char buf[CB_CGROUP_EVENTS_MAX];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    const char *k = strstr(buf, "oom_kill ");
+    return k == NULL ? -1 : atoll(k + 9);
+}
+
+int cb_cgroup_oom_watch(cb_cgroup_t *cg, short *events) {
+    if (cg->oom_fd >= 0) {
+        *events = cg->version == CB_CGROUP_V2 ? POLLPRI : POLLIN;
+        return cg->oom_fd;
+    }
+    if (cg->version == CB_CGROUP_V2) {
+        char *f = cg->dir == NULL ? NULL : cb_cg_join(cg->dir, "memory.events");
+        int fd = f == NULL ? -1 : open(f, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        free(f);
+        if (fd < 0) return -1;
+        cg->oom_kills = s_oom_kills(fd);
+        cg->oom_fd = fd;
+        *events = POLLPRI;
+        return fd;
+    }
+    /* v1: memory.oom_control's notification (cgroup.event_control) */
+    const char *m = cg->v1_dir[V1_MEMORY];
+    char *f = m == NULL ? NULL : cb_cg_join(m, "memory.oom_control");
+    int src = f == NULL ? -1 : open(f, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    free(f);
+    int efd = src < 0 ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    char line[CB_CGROUP_VALUE_MAX];
+    if (efd < 0 || snprintf(line, sizeof line, "%d %d", efd, src) >= (int) sizeof line ||
+        cb_cgroup_write(m, "cgroup.event_control", line) < 0) {
+        int e = errno;
+        if (efd >= 0) close(efd);
+        if (src >= 0) close(src);
+        errno = e;
+        return -1;
+    }
+    cg->oom_fd = efd;
+    cg->oom_src = src;
+    *events = POLLIN;
+    return efd;
+}
+
+bool cb_cgroup_oom_fired(cb_cgroup_t *cg) {
+    if (cg->oom_fd < 0) return false;
+    if (cg->version == CB_CGROUP_V2) {
+        long long k = s_oom_kills(cg->oom_fd);
+        bool up = k > cg->oom_kills;
+        if (k >= 0) cg->oom_kills = k;
+        return up;
+    }
+    uint64_t n = 0;
+    ssize_t r = read(cg->oom_fd, &n, sizeof n);
+    return r == (ssize_t) sizeof n && n > 0;
+}
+
 cb_cgroup_version_t cb_cgroup_version(const cb_cgroup_t *cg) { return cg->version; }
 
 void cb_cgroup_describe(const cb_cgroup_t *cg, char *buf, size_t len) {
@@ -274,6 +337,8 @@ void cb_cgroup_destroy(cb_cgroup_t **self_p) {
     cb_cgroup_t *cg = *self_p;
     *self_p = NULL;
     int saved = errno;
+    if (cg->oom_fd >= 0) close(cg->oom_fd);
+    if (cg->oom_src >= 0) close(cg->oom_src);
     (void) cb_cgroup_kill(cg);
     char *dirs[V1_COUNT + 1] = {cg->dir};
     char *parents[V1_COUNT + 1] = {cg->parent_dir};

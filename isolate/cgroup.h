@@ -106,6 +106,13 @@ int cb_cgroup_procs_fds(const cb_cgroup_t *self, int *fds, size_t max);
 int cb_cgroup_kill(cb_cgroup_t *self);
 /* True when the memory controller OOM-killed something in it. */
 bool cb_cgroup_oom(const cb_cgroup_t *self);
+/* An fd to poll for the group's OOM kills (events: what to poll for: v1 an
+ * eventfd on memory.oom_control, POLLIN; v2 memory.events, POLLPRI).  Made
+ * at the first call, owned by the group.  -1 errno when the host has none. */
+int cb_cgroup_oom_watch(cb_cgroup_t *self, short *events);
+/* After that fd fired: takes the event; true when the OOM killer ran in the
+ * group (v1: it is about to; v2: oom_kill went up). */
+bool cb_cgroup_oom_fired(cb_cgroup_t *self);
 /* One line: "cgroup v1: memory 1024 MiB (no swap), pids 128, cpu 1.00". */
 void cb_cgroup_describe(const cb_cgroup_t *self, char *buf, size_t len);
 cb_cgroup_version_t cb_cgroup_version(const cb_cgroup_t *self);

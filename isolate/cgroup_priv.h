@@ -28,6 +28,9 @@ struct cb_cgroup {
     char *v1_parent[V1_COUNT];   /* v1: the parent per hierarchy, NULL if none */
     bool memsw;                  /* v1: memory.memsw limit applied (no swap) */
     bool swap_off;               /* v2: memory.swap.max=0 applied */
+    int oom_fd;                  /* cb_cgroup_oom_watch: v1 eventfd, v2 memory.events; -1 */
+    int oom_src;                 /* v1: the memory.oom_control it listens on; -1 */
+    long long oom_kills;         /* v2: memory.events oom_kill when last read */
 };
 
 /* "a/b", new; NULL when out of memory. */

@@ -29,6 +29,7 @@
 #define CB_DEV_PATH_MAX     64  /* "/dev/<node>" */
 #define CB_CGROUP_NAME_MAX  64  /* a group's name: "cellblock-k<pid>-<start>" */
 #define CB_CGROUP_VALUE_MAX 64  /* one value written to or read from a cgroup file */
+#define CB_CGROUP_EVENTS_MAX 256 /* bytes of memory.events read (its six counters) */
 #define CB_MOUNT_OPTS_MAX   128 /* the options of one tmpfs mount */
 #define CB_DESC_PART_MAX    128 /* one part of the isolation description */
 

@@ -210,13 +210,16 @@ static void s_on_command(s_launcher_t *L) {
 
 static int s_supervise(s_launcher_t *L) {
     while (!L->child_done) {
-        struct pollfd pf[4] = {
+        short oom_events = 0;
+        int oom = L->sb != NULL ? cb_sandbox_oom_fd(L->sb, &oom_events) : -1;
+        struct pollfd pf[5] = {
             {.fd = L->sfd, .events = POLLIN},
             {.fd = L->pump_fd, .events = POLLIN},
             {.fd = L->sb != NULL ? cb_sandbox_poll_fd(L->sb) : -1, .events = POLLIN},
             {.fd = L->commands_closed ? -1 : CB_FD_REPORT, .events = POLLIN},
+            {.fd = oom, .events = oom_events},
         };
-        if (poll(pf, 4, -1) < 0) {
+        if (poll(pf, 5, -1) < 0) {
             if (errno == EINTR) continue;
             PLOG_E("poll");
             s_kill_all(L);
@@ -227,6 +230,7 @@ static int s_supervise(s_launcher_t *L) {
         if (pf[1].revents) cb_report_pump();
         if (pf[2].revents) cb_sandbox_on_ready(L->sb);
         if (pf[3].revents) s_on_command(L);
+        if (pf[4].revents) cb_sandbox_on_oom(L->sb);
         if (pf[0].revents) s_on_signal(L);
         s_reap(L);
     }

@@ -464,6 +464,25 @@ void cb_sandbox_on_ready(cb_sandbox_t *sb) {
     }
 }
 
+int cb_sandbox_oom_fd(cb_sandbox_t *sb, short *events) {
+    if (sb == NULL || sb->cg == NULL || sb->opts->isolation != CB_ISOLATION_GVISOR ||
+        sb->init <= 0 || sb->oom_unwatched)
+        return -1;
+    int fd = cb_cgroup_oom_watch(sb->cg, events);
+    if (fd < 0) {
+        sb->oom_unwatched = true;
+        PLOG_W("the gVisor sandbox's OOM kills cannot be watched (a runsc that hangs after one "
+               "then ends only at --timeout)");
+    }
+    return fd;
+}
+
+void cb_sandbox_on_oom(cb_sandbox_t *sb) {
+    if (sb->cg == NULL || !cb_cgroup_oom_fired(sb->cg)) return;
+    LOG_W("out of memory: the host killed one of gVisor's processes; ending the sandbox");
+    cb_sandbox_kill(sb);
+}
+
 void cb_sandbox_exit_status(cb_sandbox_t *sb, int *status, bool *oom, const char **reason) {
     while (sb->ctl >= 0 && !sb->have_status)
         cb_sandbox_on_ready(sb); /* init has exited */

@@ -46,6 +46,14 @@ void cb_sandbox_kill(cb_sandbox_t *self);
 int cb_sandbox_poll_fd(const cb_sandbox_t *self);
 /* Reads what init sent (the runner's wait status). */
 void cb_sandbox_on_ready(cb_sandbox_t *self);
+/* gvisor tier: an fd to poll (for *events) for an OOM kill in the sandbox's
+ * cgroup, -1 when none (other tiers, no cgroup, a host without the event). */
+int cb_sandbox_oom_fd(cb_sandbox_t *self, short *events);
+/* It fired: an OOM kill in a gVisor sandbox can only have hit gVisor's own
+ * processes (the code's memory is inside the Sentry's), after which gVisor
+ * may hang instead of ending: the sandbox is ended, and reported as out of
+ * memory. */
+void cb_sandbox_on_oom(cb_sandbox_t *self);
 /* Hands one checkpoint command line (docs/SNAPSHOTS.md) to the sandbox's
  * init; its answers come back as CB_SB_MSG_SNAP and are reported to the
  * kernel as `snap LINE`.  fd (-1 = none) travels with it (SCM_RIGHTS).

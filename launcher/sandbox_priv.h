@@ -90,6 +90,7 @@ struct cb_sandbox {
     char wd_source[CB_PATH_MAX];               /* --workdir-source, resolved ("" = none) */
     cb_overlay_stats_t ovl;                    /* its walk, as init reported it */
     cb_tier_t *tier;                           /* --isolation gvisor|microvm; NULL: namespaces */
+    bool oom_unwatched;                        /* gvisor: its OOM kills cannot be watched (said) */
     cb_warm_t *warm;                           /* a warm start (warm.h); NULL: cold */
     int chan_keep[2];                          /* --pausable: the runner's ends of its channels,
                                                 * kept as the kernel's own were: the kernel sees
