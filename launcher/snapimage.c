@@ -32,6 +32,7 @@
 #include "isolate/snap_limits.h"
 #include "isolate/util.h"
 #include "launcher/report.h"
+#include "tiers/tier_limits.h"
 
 #define S_KEY_FILE   "../.key"
 #define S_FILES      "files.json"
@@ -170,8 +171,15 @@ static const char *s_tier(const cb_options_t *o) {
  * changed would map files that are not the ones they had. */
 static json_t *s_pins(const cb_options_t *o) {
     json_t *p = json_object();
-    const char *files[] = {o->python,        "/var/lib/dpkg/status", "/usr/bin/runsc",
-                           "/usr/sbin/runsc", "/usr/sbin/criu",       "/sbin/criu"};
+    /* runsc where the gvisor tier looks for it (tiers/gvisor.c), criu where the launcher does */
+    const char *files[] = {o->python,
+                           "/var/lib/dpkg/status",
+                           "/usr/local/sbin/runsc",
+                           "/usr/local/bin/runsc",
+                           "/usr/sbin/runsc",
+                           "/usr/bin/runsc",
+                           "/usr/sbin/criu",
+                           "/sbin/criu"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char real[CB_PATH_MAX];
         struct stat st;
@@ -186,7 +194,10 @@ static json_t *s_pins(const cb_options_t *o) {
 }
 
 uint64_t cb_snapimage_max_bytes(const cb_options_t *o) {
-    return ((uint64_t) o->memory_mb + 2 * (uint64_t) o->disk_mb + CB_IMAGE_SLACK_MB) << 20;
+    /* gVisor's memory holds the sentry's own too, which its cgroup has room for */
+    uint64_t tier = o->isolation == CB_ISOLATION_GVISOR ? CB_GVISOR_MEM_MB : 0;
+    return ((uint64_t) o->memory_mb + tier + 2 * (uint64_t) o->disk_mb + CB_IMAGE_SLACK_MB)
+           << 20;
 }
 
 /* The manifest of the image open at imgfd: a new reference, or NULL with why. */
@@ -200,7 +211,7 @@ static json_t *s_manifest(const cb_options_t *o, int imgfd, char *why, size_t le
         if (w.bytes > max)
             cb_fmt_why(why, len,
                        "the image holds %llu MiB, more than the session's limits allow (%llu "
-                       "MiB: --memory, twice --disk, and %d MiB)",
+                       "MiB: --memory, the tier's own, twice --disk, and %d MiB)",
                        (unsigned long long) (w.bytes >> 20), (unsigned long long) (max >> 20),
                        CB_IMAGE_SLACK_MB);
         else
