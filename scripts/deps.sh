@@ -94,6 +94,16 @@ libclang-rt-14-dev          # the runtimes (only a Recommends of clang-14)
 llvm-14                     # llvm-symbolizer, for readable reports
 '
 
+# What a group wants newer than Debian 12 itself has, from Debian 12's own
+# backports: "package least-version".  apt installs nothing from
+# bookworm-backports unless asked (-t), so adding it changes nothing else.
+#   runsc: gVisor from 2023 on writes checkpoint images uncompressed, so a
+#   paused gvisor session resumes in about half a second instead of two
+#   (docs/SNAPSHOTS.md); an older runsc still works, and compresses.
+BPO_SUITE=bookworm-backports
+BPO_SOURCES=/etc/apt/sources.list.d/debian-bookworm-backports.sources
+bpo_tiers='runsc 0.0~20240729'
+
 s_group() {
     case $1 in
     core) printf '%s\n' "$core" ;;
@@ -142,17 +152,57 @@ done
 case " $groups " in
 *" test "*) command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm" ;;
 esac
-[ -z "$missing" ] && exit 0
+# on Debian 12, what is older than a group wants comes from its backports
+codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}") || codename=""
+bpo=""
+if [ "$codename" = bookworm ]; then
+    for g in $groups; do
+        [ "$g" = tiers ] || continue
+        # shellcheck disable=SC2086
+        set -- $bpo_tiers
+        have=$(dpkg-query -W -f='${Version}' "$1" 2>/dev/null) || have=""
+        if [ -z "$have" ] || dpkg --compare-versions "$have" lt "$2"; then
+            bpo="$bpo $1"
+            rest=""
+            for p in $missing; do [ "$p" = "$1" ] || rest="$rest $p"; done
+            missing=$rest
+        fi
+    done
+fi
+[ -z "$missing$bpo" ] && exit 0
+has_bpo() { grep -rqs "$BPO_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/; }
 if [ "$dry" = 1 ]; then
-    echo "deps.sh ($groups ): would install:$missing"
+    [ -z "$missing" ] || echo "deps.sh ($groups ): would install:$missing"
+    [ -z "$bpo" ] || echo "deps.sh ($groups ): would install from $BPO_SUITE:$bpo"
 elif [ "$(id -u)" = 0 ]; then
-    echo "deps.sh ($groups ): installing:$missing"
     export DEBIAN_FRONTEND=noninteractive
+    if [ -n "$bpo" ] && ! has_bpo; then
+        echo "deps.sh ($groups ): adding Debian's $BPO_SUITE to apt's sources ($BPO_SOURCES)"
+        printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: $BPO_SUITE" \
+            "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
+            >"$BPO_SOURCES"
+    fi
     apt-get update -qq
-    # shellcheck disable=SC2086
-    apt-get install -y -qq --no-install-recommends $missing
+    if [ -n "$missing" ]; then
+        echo "deps.sh ($groups ): installing:$missing"
+        # shellcheck disable=SC2086
+        apt-get install -y -qq --no-install-recommends $missing
+    fi
+    if [ -n "$bpo" ]; then
+        echo "deps.sh ($groups ): installing from $BPO_SUITE:$bpo"
+        # shellcheck disable=SC2086
+        apt-get install -y -qq --no-install-recommends -t "$BPO_SUITE" $bpo
+    fi
 else
-    echo "deps.sh ($groups ): missing Debian packages:$missing"
-    echo "run: sudo apt-get update && sudo apt-get install -y$missing"
+    [ -z "$missing" ] || echo "deps.sh ($groups ): missing Debian packages:$missing"
+    [ -z "$bpo" ] || echo "deps.sh ($groups ): wanted newer, from $BPO_SUITE:$bpo"
+    add=""
+    if [ -n "$bpo" ] && ! has_bpo; then
+        add="printf 'Types: deb\\nURIs: http://deb.debian.org/debian\\nSuites: $BPO_SUITE\\nComponents: main\\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\\n' | sudo tee $BPO_SOURCES && "
+    fi
+    cmd="${add}sudo apt-get update"
+    [ -z "$missing" ] || cmd="$cmd && sudo apt-get install -y$missing"
+    [ -z "$bpo" ] || cmd="$cmd && sudo apt-get install -y -t $BPO_SUITE$bpo"
+    printf 'run: %s\n' "$cmd"
     exit 1
 fi
