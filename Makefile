@@ -201,13 +201,13 @@ pytest: all frontend-deps guest-image $(BUILD)/tests/test_criu_dump | $(DEPS_TES
 test: unit fuzz-smoke pytest
 
 demo: all
-	$(TEST_PYTHON) examples/demo.py
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) examples/demo.py
 
 # each script rewrites only its own section of $(BENCH_RESULTS)
 BENCH_RESULTS ?= bench/RESULTS.md
 bench: all
-	$(TEST_PYTHON) bench/bench.py --write $(BENCH_RESULTS)
-	$(TEST_PYTHON) bench/ipython.py --write $(BENCH_RESULTS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) bench/bench.py --write $(BENCH_RESULTS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) bench/ipython.py --write $(BENCH_RESULTS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/cellblock \
@@ -235,7 +235,7 @@ deploy-check: all
 # ipykernel; writes the density section of bench/RESULTS.md.  200 ipykernels
 # take ~11 GiB: once measured they are kept (build/density.json, --keep).
 bench-density: all
-	$(TEST_PYTHON) bench/density.py --keep --write $(BENCH_RESULTS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) bench/density.py --keep --write $(BENCH_RESULTS)
 
 indent:
 	clang-format -i $(wildcard */*.c */*.h tests/unit/*.c tests/unit/*.h)
@@ -341,7 +341,7 @@ test-guest: all guest-image $(BUILD)/tests/test_criu_dump
 	$(TEST_PYTHON) -m pytest -q -p no:cacheprovider tests/guest $(PYTEST_ARGS)
 
 bench-guest: all guest-image
-	$(TEST_PYTHON) bench/guest.py --write $(BENCH_RESULTS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) bench/guest.py --write $(BENCH_RESULTS)
 
 # ---- fuzzing: libFuzzer harnesses in fuzz/ (issue 10) ------------------------
 # Built with clang (Debian's clang-14 + libclang-rt-14-dev, installed by
@@ -420,7 +420,7 @@ fuzz-merge: $(FUZZ_BINS)
 .PHONY: bench-hostile
 bench: bench-hostile
 bench-hostile: all
-	$(TEST_PYTHON) bench/hostile.py --write $(BENCH_RESULTS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) bench/hostile.py --write $(BENCH_RESULTS)
 
 # ---- warm start: the template's shared object (issue 21; docs/ARCHITECTURE.md) ------
 # libcellblock-warm.so: what a template's fork calls to become a sandbox's runner
@@ -461,7 +461,7 @@ test-warm: all
 .PHONY: bench-warm
 bench: bench-warm
 bench-warm: all
-	$(TEST_PYTHON) bench/warm.py --write $(BENCH_RESULTS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) bench/warm.py --write $(BENCH_RESULTS)
 
 .PHONY: install-warm
 install: install-warm
@@ -482,10 +482,10 @@ readme-options: all
 # Not part of `make bench` (it holds 1.5 GiB and starts six gVisor kernels).
 .PHONY: bench-snapshots
 bench-snapshots: all
-	$(TEST_PYTHON) bench/snapshots.py --write $(BENCH_RESULTS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) bench/snapshots.py --write $(BENCH_RESULTS)
 
 # the namespaces tier's pause, resume and fork by CRIU, where Debian's criu
 # works: in the test guest (Debian's 6.1 kernel under TCG, so ratios only)
 .PHONY: bench-snapshots-guest
 bench-snapshots-guest: all guest-image
-	$(TEST_PYTHON) bench/snapshots.py --guest --write $(BENCH_RESULTS)
+	CELLBLOCK_BUILD=$(abspath $(BUILD)) $(TEST_PYTHON) bench/snapshots.py --guest --write $(BENCH_RESULTS)
