@@ -40,6 +40,7 @@ import platform
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -196,10 +197,10 @@ def bench_pause(spec, mib, extra, label):
     return r
 
 
-# (MiB of state, --cpus, its values) for the gvisor resume curve: where
-# "resume <= 1 s" holds with Debian's runsc, which loads the whole
-# compressed image on the sandbox's CPUs before anything runs.  Random
-# floats do not compress (the worst case); np.ones does (the best).
+# (MiB of state, --cpus, its values) for the gvisor resume curve: runsc
+# loads the whole image on the sandbox's CPUs before anything runs, and
+# one that can only compress (Debian 12's own, 20221219) inflates it there.
+# Random floats do not compress (its worst case); np.ones does (its best).
 CURVE = ((1, 1, "random"), (10, 1, "random"), (50, 1, "random"), (100, 1, "random"),
          (100, 2, "random"), (100, 1, "ones"))
 
@@ -269,13 +270,30 @@ def report_guest(data, boot, pmib):
     return "\n".join(lines + pause_rows("namespaces (CRIU)", data["r"], pmib)) + "\n"
 
 
+def runsc_line():
+    """Which runsc the gvisor tier uses here, and whether its images are compressed
+    (the resume's time depends on it: docs/SNAPSHOTS.md)."""
+    for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        runsc = os.path.join(d, "runsc")
+        if os.access(runsc, os.X_OK):
+            v = subprocess.run([runsc, "--version"], capture_output=True, text=True, timeout=30)
+            h = subprocess.run([runsc, "checkpoint", "--help"], capture_output=True, text=True,
+                               timeout=30)
+            raw = "-compression" in h.stdout + h.stderr
+            return "%s (%s)" % (v.stdout.split("\n")[0].strip(),
+                                "images written uncompressed" if raw
+                                else "images compressed: it has no choice")
+    return "no runsc"
+
+
 def report(ns, gv, mib, pmib, reps, curve=None):
     lines = ["## Snapshots (issue 20): checkpoints in place, rollback, pause, resume, fork", "",
              "Run %s on %s (%s, %d CPUs, load average %.1f at the end: the host is shared), "
              "one run, medians of %d where repeated; ratios are beside a cold start of the "
-             "same session (launch to the reply of the cell that builds its state)." % (
+             "same session (launch to the reply of the cell that builds its state); "
+             "gvisor: %s." % (
                  datetime.date.today().isoformat(), platform.node(), platform.release(),
-                 os.cpu_count(), os.getloadavg()[0], reps), "",
+                 os.cpu_count(), os.getloadavg()[0], reps, runsc_line()), "",
              "| what | time | ratio to the cold start | note |", "|---|---|---|---|"]
     if ns:
         extra = (ns["mem_after"] - ns["mem_before"]) / ns["mem_before"] * 100 \
