@@ -58,21 +58,35 @@ enum { S_ERR_STATE = 1, S_ERR_CONFIG = 2, S_ERR_EXEC = 3, S_ERR_IMAGE = 5 };
 static const char *const s_bin_dirs[] = {
     "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", NULL};
 
-/* Whether this runsc's checkpoint takes --compression=none (gVisor from
- * 2023 on: Debian 12's bookworm-backports, Debian 13).  A restore then reads
- * the memory as it is instead of inflating it on the sandbox's CPU quota: a
- * session of 100 MiB of random floats resumes in about 0.5 s instead of 2 s
- * (docs/SNAPSHOTS.md).  Asked of runsc itself, on the host, before anything
- * is in the sandbox; an older runsc (Debian 12's own) compresses. */
-static bool s_ckpt_raw(const char *runsc) {
-    char *argv[] = {(char *) runsc, (char *) "checkpoint", (char *) "--help", NULL};
+/* Whether runsc, asked argv (its help), lists flag with word in its text. */
+static bool s_runsc_has(const char *runsc, const char *sub, const char *flag, const char *word) {
+    char *argv[] = {(char *) runsc, (char *) sub, (char *) "--help", NULL};
+    if (strcmp(sub, "flags") == 0) argv[2] = NULL;
     char *env[] = {(char *) "PATH=" CB_SANDBOX_PATH, NULL};
-    char out[CB_GVISOR_HELP_MAX];
+    static char out[CB_GVISOR_HELP_MAX];
     if (cb_tier_output(runsc, argv, env, out, sizeof out, CB_GVISOR_HELP_MS) < 0) return false;
-    const char *f = strstr(out, "\n  -compression ");
-    const char *nl = f == NULL ? NULL : strstr(f + 1, "\n  -");
-    const char *none = f == NULL ? NULL : strstr(f, "none");
-    return none != NULL && (nl == NULL || none < nl);
+    char key[CB_GVISOR_FLAG_MAX];
+    if (snprintf(key, sizeof key, "\n  -%s ", flag) >= (int) sizeof key) return false;
+    const char *f = strstr(out, key);
+    const char *next = f == NULL ? NULL : strstr(f + 1, "\n  -");
+    const char *w = f == NULL ? NULL : strstr(f, word);
+    return w != NULL && (next == NULL || w < next);
+}
+
+static const char *s_platform(const cb_gvisor_t *g) { return g->systrap ? "systrap" : "ptrace"; }
+
+/* What this runsc can do, asked of runsc itself on the host before anything
+ * is in the sandbox (two --help answers, about 15 ms each):
+ * - checkpoint --compression=none (gVisor from 2023 on: Debian 12's
+ *   bookworm-backports, Debian 13): a restore then reads the memory as it is
+ *   instead of inflating it on the sandbox's CPU quota, and a session of
+ *   100 MiB of random floats resumes in about 0.5 s instead of 2 s
+ *   (docs/SNAPSHOTS.md); an older runsc (Debian 12's own) compresses;
+ * - the systrap platform (gVisor's default from 2023 on), else ptrace: named
+ *   on the command line, so the banner says which one runs. */
+static void s_probe(cb_gvisor_t *g) {
+    g->ckpt_raw = s_runsc_has(g->runsc, "checkpoint", "compression", "none");
+    g->systrap = s_runsc_has(g->runsc, "flags", "platform", "systrap");
 }
 
 cb_gvisor_t *cb_gvisor_new(const cb_options_t *opts, char *why, size_t why_len) {
@@ -97,7 +111,7 @@ cb_gvisor_t *cb_gvisor_new(const cb_options_t *opts, char *why, size_t why_len) 
         free(g);
         return NULL;
     }
-    g->ckpt_raw = s_ckpt_raw(g->runsc);
+    s_probe(g);
     char dir[CB_PATH_MAX];
     if (cb_tier_helper_dir(dir, sizeof dir) < 0 ||
         snprintf(g->init, sizeof g->init, "%s/%s", dir, CB_TIER_INIT_NAME) >=
@@ -215,8 +229,9 @@ static char *s_config(const cb_gvisor_t *g, unsigned long uid, unsigned long gid
 }
 
 static int s_runsc_argv(cb_tier_argv_t *a, bool rootless, bool debug, bool raw,
-                        const char *cmd) {
+                        const char *platform, const char *cmd) {
     if (cb_tier_argv_add(a, "%s", CB_GVISOR_RUNSC) < 0 ||
+        cb_tier_argv_add(a, "--platform=%s", platform) < 0 ||
         cb_tier_argv_add(a, "--root=%s/state", CB_TIER_STATE) < 0 ||
         cb_tier_argv_add(a, "--log=%s/runsc.log", CB_TIER_STATE) < 0 ||
         cb_tier_argv_add(a, "--network=none") < 0 || cb_tier_argv_add(a, "--ignore-cgroups") < 0)
@@ -287,11 +302,12 @@ int cb_gvisor_plan(cb_gvisor_t *g, cb_mount_plan_t *mounts, cb_cgroup_limits_t *
         memset(&g->ckpt[rootless], 0, sizeof g->ckpt[rootless]);
         memset(&g->agent[rootless], 0, sizeof g->agent[rootless]);
         bool dbg = g->opts->debug_channel, raw = g->ckpt_raw;
-        if (s_runsc_argv(&g->run[rootless], rootless, dbg, raw,
+        const char *pf = s_platform(g);
+        if (s_runsc_argv(&g->run[rootless], rootless, dbg, raw, pf,
                          g->opts->resume_image ? "restore" : "run") < 0 ||
-            s_runsc_argv(&g->kill[rootless], rootless, dbg, raw, "kill") < 0 ||
-            s_runsc_argv(&g->ckpt[rootless], rootless, dbg, raw, "checkpoint") < 0 ||
-            s_runsc_argv(&g->agent[rootless], rootless, dbg, raw, "agent") < 0) {
+            s_runsc_argv(&g->kill[rootless], rootless, dbg, raw, pf, "kill") < 0 ||
+            s_runsc_argv(&g->ckpt[rootless], rootless, dbg, raw, pf, "checkpoint") < 0 ||
+            s_runsc_argv(&g->agent[rootless], rootless, dbg, raw, pf, "agent") < 0) {
             (void) snprintf(why, why_len, "runsc command line too long");
             return -1;
         }
@@ -313,11 +329,10 @@ int cb_gvisor_plan(cb_gvisor_t *g, cb_mount_plan_t *mounts, cb_cgroup_limits_t *
 }
 
 void cb_gvisor_describe(const cb_gvisor_t *g, const char *base, char *buf, size_t len) {
-    (void) g;
     (void) snprintf(buf, len,
                     "gVisor: the code's system calls go to gVisor's user-space kernel (runsc, "
-                    "ptrace platform), not the host's; runsc runs in the %s",
-                    base);
+                    "%s platform), not the host's; runsc runs in the %s",
+                    s_platform(g), base);
 }
 
 const char *cb_gvisor_hint(int arg) {

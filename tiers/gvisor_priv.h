@@ -21,6 +21,7 @@ struct cb_gvisor {
     cb_tier_argv_t kill[2];   /* runsc ... kill cellblock INT, same two */
     cb_tier_argv_t ckpt[2];   /* runsc ... checkpoint --image-path=/proc/self/fd/3 cellblock */
     bool ckpt_raw;            /* this runsc's checkpoint can leave the memory uncompressed */
+    bool systrap;             /* this runsc has the systrap platform (else: ptrace) */
     cb_tier_argv_t agent[2];  /* runsc ... exec --user 0:0 cellblock cellblock-init --agent */
     int image_fd;             /* --resume-image: the verified image directory, else -1 */
     cb_tier_argv_t env;       /* runsc's environment */

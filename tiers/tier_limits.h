@@ -33,8 +33,9 @@
 #define CB_GVISOR_PIDS       192         /* cgroup pids added for their threads and stubs */
 #define CB_GVISOR_CONFIG_MAX (64u << 10) /* bytes of the OCI config.json */
 #define CB_GVISOR_LOG_TAIL   2048        /* bytes of runsc's log shown when it fails */
-#define CB_GVISOR_HELP_MAX   8192        /* bytes of `runsc checkpoint --help` read */
+#define CB_GVISOR_HELP_MAX   (32u << 10) /* bytes of runsc's help read (`runsc flags`: 11 KiB) */
 #define CB_GVISOR_HELP_MS    5000        /* ... it is killed after this long */
+#define CB_GVISOR_FLAG_MAX   64          /* a flag's name looked for in it */
 #define CB_GVISOR_SHM_MB_MAX CB_SANDBOX_SHM_MB_MAX /* /dev/shm never above this */
 
 /* ---- microvm -------------------------------------------------------------- */

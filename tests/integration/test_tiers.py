@@ -9,6 +9,7 @@ under gVisor with `make test-tiers` (CB_TEST_KERNEL_ARGS="--isolation gvisor").
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -128,6 +129,28 @@ def test_gvisor_code_sees_another_kernel(gv, kernel):
     assert version != HOST_VERSION
     b = banner(gv)
     assert "gVisor" in b and "user-space kernel" in b, b
+
+
+def test_gvisor_runs_the_platform_its_banner_names(gv):
+    """runsc from 2023 on has the systrap platform (its default there), an older
+    one ptrace: the kernel asks the installed runsc, puts the platform on
+    runsc's command line and names it in the banner; from the host, the
+    running Sentry's command line must say the same."""
+    runsc = shutil.which("runsc", path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    h = subprocess.run([runsc, "flags"], capture_output=True, text=True, timeout=30)
+    m = re.search(r"\n  -platform [^\n]*\n[^\n]*", h.stdout + h.stderr)
+    want = "systrap" if m and "systrap" in m.group(0) else "ptrace"
+    assert gv.execute("pass").status == "ok"  # the sandbox is up: the banner says what runs
+    assert "(runsc, %s platform)" % want in banner(gv), banner(gv)
+    platforms = set()
+    for p in descendants(gv.pid):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        platforms |= {a.split("=", 1)[1] for a in args if a.startswith("--platform=")}
+    assert platforms == {want}, platforms
 
 
 def test_gvisor_syscall_allowlist_still_applies(gv):
