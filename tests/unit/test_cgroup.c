@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +254,55 @@ static int real_base(char *out, size_t len) {
 
 /* On this machine: the kernel-side cleanup calls find and remove what a
  * SIGKILLed launcher and kernel leave. */
+/* A real group's OOM kill seen through cb_cgroup_oom_watch (what the
+ * launcher polls on the gvisor tier): a child that allocates past a 16 MiB
+ * limit (at most 256 MiB if the limit failed) is killed, the fd fires, and
+ * the event is taken once. */
+static void s_test_real_oom(const char *kname, const char *lname) {
+    char why[256], name[96];
+    (void) snprintf(name, sizeof name, "%s-oom", lname);
+    cb_cgroup_limits_t small = {.memory_mb = 16, .pids = 8, .cpus = 1};
+    cb_cgroup_t *cg = cb_cgroup_new_auto(kname, name, &small, why, sizeof why);
+    if (cg == NULL) {
+        TAP_SKIP("no writable cgroup for the OOM watch");
+        return;
+    }
+    short events = 0;
+    int fd = cb_cgroup_oom_watch(cg, &events);
+    TAP_OK(fd >= 0 && fcntl(fd, F_GETFD) == FD_CLOEXEC, "oom watch: an fd, close-on-exec");
+    TAP_EQ_INT(cb_cgroup_oom_watch(cg, &events), fd, "oom watch: the same fd again");
+    struct pollfd pf = {.fd = fd, .events = events};
+    TAP_OK(poll(&pf, 1, 0) == 0, "oom watch: quiet before any OOM");
+    TAP_OK(!cb_cgroup_oom_fired(cg), "oom watch: nothing fired yet");
+    int go[2];
+    if (pipe(go) < 0) return;
+    pid_t c = fork();
+    if (c == 0) {
+        char b;
+        close(go[1]);
+        if (read(go[0], &b, 1) != 1) _exit(2);
+        for (int i = 0; i < 64; i++) { /* 4 MiB at a time, every page touched */
+            char *m = malloc(4u << 20);
+            if (m == NULL) _exit(3);
+            memset(m, 1, 4u << 20);
+        }
+        _exit(0);
+    }
+    close(go[0]);
+    TAP_EQ_INT(cb_cgroup_add(cg, c), 0, "oom watch: child added");
+    (void) !write(go[1], "x", 1);
+    close(go[1]);
+    int st = 0;
+    waitpid(c, &st, 0);
+    TAP_OK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "oom watch: the child was OOM-killed");
+    int n = poll(&pf, 1, 5000);
+    TAP_OK(n == 1 && (pf.revents & events), "oom watch: the fd fired");
+    TAP_OK(cb_cgroup_oom_fired(cg), "oom watch: the event says a kill");
+    TAP_OK(cb_cgroup_oom(cg), "oom watch: the group's OOM counter agrees");
+    TAP_OK(!cb_cgroup_oom_fired(cg), "oom watch: taken once");
+    cb_cgroup_destroy(&cg);
+}
+
 static void s_test_real_cleanup(const char *kname, const char *lname,
                                 const cb_cgroup_limits_t *lim) {
     char why[512] = "", base[2048], p[4096];
@@ -466,6 +516,7 @@ int main(void) {
         TAP_OK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "real: child died of SIGKILL");
         cb_cgroup_destroy(&cg);
         s_test_real_cleanup(kname, lname, &lim);
+        s_test_real_oom(kname, lname);
     }
     chmod(sc, 0644);
     cb_workdir_remove(root);
