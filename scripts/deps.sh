@@ -153,6 +153,7 @@ case " $groups " in
 *" test "*) command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm" ;;
 esac
 # on Debian 12, what is older than a group wants comes from its backports
+# shellcheck disable=SC1091
 codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}") || codename=""
 bpo=""
 if [ "$codename" = bookworm ]; then
@@ -170,7 +171,7 @@ if [ "$codename" = bookworm ]; then
     done
 fi
 [ -z "$missing$bpo" ] && exit 0
-has_bpo() { grep -rqs "$BPO_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/; }
+has_bpo() { grep -rqsE "^[^#]*[[:space:]]$BPO_SUITE([[:space:]]|$)" /etc/apt/sources.list /etc/apt/sources.list.d/; }
 if [ "$dry" = 1 ]; then
     [ -z "$missing" ] || echo "deps.sh ($groups ): would install:$missing"
     [ -z "$bpo" ] || echo "deps.sh ($groups ): would install from $BPO_SUITE:$bpo"
