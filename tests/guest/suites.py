@@ -2,10 +2,11 @@
 
 The tests are the host's own files (tests/integration/test_limits.py,
 tests/security/test_escape.py, tests/security/test_hostile_sandbox.py,
-tests/security/test_warm.py, tests/integration/test_network_policy.py), run by
+tests/security/test_warm.py, tests/integration/test_network_policy.py, the
+gvisor tier's tests/integration/test_tiers.py and snapshot suites), run by
 pytest inside the guest against the host's build tree; CB_EXPECT_LIMITS tells
 the banner test what this placement must show.  `make test` runs SUBSET (one
-boot, about 3 minutes here); `make test-guest` (CB_GUEST_FULL=1) runs FULL.
+boot, about 5 minutes here); `make test-guest` (CB_GUEST_FULL=1) runs FULL.
 """
 import os
 from dataclasses import dataclass, field
@@ -20,6 +21,11 @@ CRIU = PAUSABLE + "::test_criu_dumps_the_runner_of_a_pausable_sandbox_only"
 CRIU_LAUNCHER = PAUSABLE + "::test_the_launchers_dump_of_a_parked_copy_leaves_the_session_as_it_was"
 CRIU_PAUSE = (PAUSABLE + "::test_a_pausable_session_pauses_resumes_and_forks_with_every_layer_in_"
               "force")
+TIERS = "tests/integration/test_tiers.py"
+GVISOR_OOM = TIERS + "::test_gvisor_memory_limit_then_fresh_sandbox"
+SNAP_PAUSE = "tests/integration/test_snapshots_pause.py"
+SNAP_RESUME = "tests/security/test_snapshots_resume.py"
+GVISOR_RESUME = SNAP_RESUME + "::test_every_layer_holds_after_a_resume_and_in_each_clone"
 BANNER = LIMITS + "::test_banner_says_what_holds_the_limits"
 MEMORY = LIMITS + "::test_memory_limit_names_the_cause"
 RESOURCES = "memory_limit or pids_limit or cpu_limit or fork_bomb or disk_limit or open_files"
@@ -40,8 +46,8 @@ SUBSET = [
     Suite("root", "root", "root", "cgroup v2",
           [BANNER, MEMORY, ESCAPE + "::test_pids_limit",
            HOSTILE + "::test_no_cgroup_left_after_hard_kill[sigkill_kernel]", CRIU, CRIU_LAUNCHER,
-           CRIU_PAUSE],
-          7,
+           CRIU_PAUSE, GVISOR_OOM, GVISOR_RESUME],
+          9,
           {"CB_SECURITY_KERNELS": "cellblock", "CB_CRIU_MUST_WORK": "1"}),
     Suite("delegated", "cbuser", "delegated", "cgroup v2", [BANNER, MEMORY], 2),
     Suite("undelegated", "cbuser", "undelegated", "DEGRADED", [BANNER], 1),
@@ -78,6 +84,15 @@ FULL = [
     # pause, resume and fork with every layer again; a tampered image refused
     Suite("root-pausable", "root", "root", "cgroup v2", [PAUSABLE], 10,
           {"CB_SECURITY_KERNELS": "cellblock", "CB_CRIU_MUST_WORK": "1"}),
+    # the gvisor tier on cgroup v2 (runsc from bookworm-backports, systrap):
+    # its limits (an OOM kill seen in memory.events ends the sandbox), pause,
+    # resume and fork with every layer again from the host, refused images.
+    # Not the microvm's checkpoints: QEMU under this TCG guest's TCG does not
+    # boot within the runner's hello
+    Suite("root-gvisor", "root", "root", "cgroup v2",
+          [TIERS, SNAP_PAUSE, SNAP_RESUME, "-k",
+           "not microvm and (gvisor or pause or resume or fork or image)"],
+          20, {"CB_SECURITY_KERNELS": "cellblock"}),
     # what each cell cost and usage_request (issue 22) from v2's files
     Suite("root-costs", "root", "root", "cgroup v2",
           [POLICY + "::test_every_reply_carries_its_costs",
