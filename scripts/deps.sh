@@ -179,9 +179,14 @@ elif [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     if [ -n "$bpo" ] && ! has_bpo; then
         echo "deps.sh ($groups ): adding Debian's $BPO_SUITE to apt's sources ($BPO_SOURCES)"
-        printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: $BPO_SUITE" \
-            "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
-            >"$BPO_SOURCES"
+        # signed by Debian's archive key (apt's own trusted keys where the
+        # keyring package is not installed)
+        key=/usr/share/keyrings/debian-archive-keyring.gpg
+        {
+            printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: $BPO_SUITE" \
+                "Components: main"
+            [ ! -f "$key" ] || echo "Signed-By: $key"
+        } >"$BPO_SOURCES"
     fi
     apt-get update -qq
     if [ -n "$missing" ]; then
