@@ -58,7 +58,8 @@ enum { S_ERR_STATE = 1, S_ERR_CONFIG = 2, S_ERR_EXEC = 3, S_ERR_IMAGE = 5 };
 static const char *const s_bin_dirs[] = {
     "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", NULL};
 
-/* Whether runsc, asked argv (its help), lists flag with word in its text. */
+/* Whether runsc's help for sub ("flags": its global flags) lists -flag with
+ * word in that flag's own lines. */
 static bool s_runsc_has(const char *runsc, const char *sub, const char *flag, const char *word) {
     char *argv[] = {(char *) runsc, (char *) sub, (char *) "--help", NULL};
     if (strcmp(sub, "flags") == 0) argv[2] = NULL;
