@@ -273,17 +273,15 @@ def report_guest(data, boot, pmib):
 def runsc_line():
     """Which runsc the gvisor tier uses here, and whether its images are compressed
     (the resume's time depends on it: docs/SNAPSHOTS.md)."""
-    for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
-        runsc = os.path.join(d, "runsc")
-        if os.access(runsc, os.X_OK):
-            v = subprocess.run([runsc, "--version"], capture_output=True, text=True, timeout=30)
-            h = subprocess.run([runsc, "checkpoint", "--help"], capture_output=True, text=True,
-                               timeout=30)
-            raw = "-compression" in h.stdout + h.stderr
-            return "%s (%s)" % (v.stdout.split("\n")[0].strip(),
-                                "images written uncompressed" if raw
-                                else "images compressed: it has no choice")
-    return "no runsc"
+    runsc = shutil.which("runsc", path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    if runsc is None:
+        return "no runsc"
+    v = subprocess.run([runsc, "--version"], capture_output=True, text=True, timeout=30)
+    h = subprocess.run([runsc, "checkpoint", "--help"], capture_output=True, text=True, timeout=30)
+    raw = "-compression" in h.stdout + h.stderr
+    return "%s (%s)" % (v.stdout.split("\n")[0].strip(),
+                        "images written uncompressed" if raw
+                        else "images compressed: it has no choice")
 
 
 def report(ns, gv, mib, pmib, reps, curve=None):

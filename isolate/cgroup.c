@@ -70,16 +70,21 @@ int cb_cgroup_write(const char *dir, const char *file, const char *value) {
     return 0;
 }
 
-/* Value of "key N" in a flat-keyed file, -1 if absent. */
-long long cb_cg_keyed(const char *dir, const char *file, const char *key) {
-    char buf[CB_CGROUP_FILE_MAX];
-    if (cb_cgroup_read(dir, file, buf, sizeof buf) < 0) return -1;
+/* Value of "key N" in a flat-keyed text, -1 if absent. */
+static long long s_keyed(const char *text, const char *key) {
     size_t kl = strlen(key);
-    for (char *line = buf; line && *line;
+    for (const char *line = text; line && *line;
          line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, key, kl) == 0 && line[kl] == ' ') return strtoll(line + kl + 1, NULL, 10);
     }
     return -1;
+}
+
+/* Value of "key N" in a flat-keyed file, -1 if absent. */
+long long cb_cg_keyed(const char *dir, const char *file, const char *key) {
+    char buf[CB_CGROUP_FILE_MAX];
+    if (cb_cgroup_read(dir, file, buf, sizeof buf) < 0) return -1;
+    return s_keyed(buf, key);
 }
 
 bool cb_cg_has_word(const char *list, const char *word) {
@@ -267,8 +272,7 @@ static long long s_oom_kills(int fd) {
     ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
     if (n <= 0) return -1;
     buf[n] = '\0';
-    const char *k = strstr(buf, "oom_kill ");
-    return k == NULL ? -1 : atoll(k + 9);
+    return s_keyed(buf, "oom_kill");
 }
 
 int cb_cgroup_oom_watch(cb_cgroup_t *cg, short *events) {

@@ -58,11 +58,10 @@ enum { S_ERR_STATE = 1, S_ERR_CONFIG = 2, S_ERR_EXEC = 3, S_ERR_IMAGE = 5 };
 static const char *const s_bin_dirs[] = {
     "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", NULL};
 
-/* Whether runsc's help for sub ("flags": its global flags) lists -flag with
- * word in that flag's own lines. */
-static bool s_runsc_has(const char *runsc, const char *sub, const char *flag, const char *word) {
-    char *argv[] = {(char *) runsc, (char *) sub, (char *) "--help", NULL};
-    if (strcmp(sub, "flags") == 0) argv[2] = NULL;
+/* Whether runsc's help (argv: what it is asked) lists -flag with word in
+ * that flag's own lines. */
+static bool s_runsc_has(const char *runsc, char *const argv[], const char *flag,
+                        const char *word) {
     char *env[] = {(char *) "PATH=" CB_SANDBOX_PATH, NULL};
     static char out[CB_GVISOR_HELP_MAX];
     if (cb_tier_output(runsc, argv, env, out, sizeof out, CB_GVISOR_HELP_MS) < 0) return false;
@@ -86,8 +85,10 @@ static const char *s_platform(const cb_gvisor_t *g) { return g->systrap ? "systr
  * - the systrap platform (gVisor's default from 2023 on), else ptrace: named
  *   on the command line, so the banner says which one runs. */
 static void s_probe(cb_gvisor_t *g) {
-    g->ckpt_raw = s_runsc_has(g->runsc, "checkpoint", "compression", "none");
-    g->systrap = s_runsc_has(g->runsc, "flags", "platform", "systrap");
+    char *ckpt[] = {g->runsc, (char *) "checkpoint", (char *) "--help", NULL};
+    char *flags[] = {g->runsc, (char *) "flags", NULL}; /* its global flags */
+    g->ckpt_raw = s_runsc_has(g->runsc, ckpt, "compression", "none");
+    g->systrap = s_runsc_has(g->runsc, flags, "platform", "systrap");
 }
 
 cb_gvisor_t *cb_gvisor_new(const cb_options_t *opts, char *why, size_t why_len) {

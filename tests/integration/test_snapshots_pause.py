@@ -15,7 +15,7 @@ import tempfile
 import pytest
 
 from .helpers import Kernel, request
-from .test_tiers import needs_gvisor
+from .test_tiers import needs_gvisor, runsc_path
 
 pytestmark = pytest.mark.cellblock_only
 
@@ -236,13 +236,11 @@ def test_images_that_must_be_refused(start, store, tmp_path):
 def runsc_writes_raw():
     """Whether the runsc the gvisor tier finds (tiers/gvisor.c) can write an
     image's memory uncompressed (gVisor from 2023 on: `checkpoint -compression`)."""
-    for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
-        runsc = os.path.join(d, "runsc")
-        if os.access(runsc, os.X_OK):
-            h = subprocess.run([runsc, "checkpoint", "--help"], capture_output=True, text=True,
-                               timeout=30)
-            return "-compression" in h.stdout + h.stderr
-    return False
+    runsc = runsc_path()
+    if runsc is None:
+        return False
+    h = subprocess.run([runsc, "checkpoint", "--help"], capture_output=True, text=True, timeout=30)
+    return "-compression" in h.stdout + h.stderr
 
 
 @pytest.mark.timeout(300)

@@ -49,8 +49,13 @@ def tier_spec_manager(tmp_path_factory, name, extra):
     return KernelSpecManager(kernel_dirs=[str(root)])
 
 
+def runsc_path():
+    """The runsc the gvisor tier runs: the first in its directories (tiers/gvisor.c)."""
+    return shutil.which("runsc", path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+
+
 def needs_gvisor():
-    if shutil.which("runsc", path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") is None:
+    if runsc_path() is None:
         skip_or_fail("runsc is not installed (apt-get install runsc; scripts/deps.sh)")
     if os.geteuid() != 0:
         skip_or_fail("the gvisor tier needs cgroups, which here means running as root")
@@ -136,8 +141,7 @@ def test_gvisor_runs_the_platform_its_banner_names(gv):
     one ptrace: the kernel asks the installed runsc, puts the platform on
     runsc's command line and names it in the banner; from the host, the
     running Sentry's command line must say the same."""
-    runsc = shutil.which("runsc", path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-    h = subprocess.run([runsc, "flags"], capture_output=True, text=True, timeout=30)
+    h = subprocess.run([runsc_path(), "flags"], capture_output=True, text=True, timeout=30)
     m = re.search(r"\n  -platform [^\n]*\n[^\n]*", h.stdout + h.stderr)
     want = "systrap" if m and "systrap" in m.group(0) else "ptrace"
     assert gv.execute("pass").status == "ok"  # the sandbox is up: the banner says what runs
