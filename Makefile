@@ -44,7 +44,7 @@ PKGS      += libprotobuf-c
 PKGS      += libzstd
 DEPS_OK   := $(BUILD)/.deps-ok
 DEPS_TEST := $(BUILD)/.deps-test-ok $(BUILD)/.deps-tiers-ok $(BUILD)/.deps-fuzz-ok \
-             $(BUILD)/.deps-guest-ok
+             $(BUILD)/.deps-guest-ok $(BUILD)/.deps-criu-ok
 
 CFLAGS_BASE := -std=gnu11 -O2 -g -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat=2 \
                -Wformat-nonliteral -Wshadow -Wvla -fno-strict-aliasing -iquote . \
@@ -100,6 +100,14 @@ $(DEPS_OK): scripts/deps.sh
 $(BUILD)/.deps-%-ok: scripts/deps.sh
 	@sh scripts/deps.sh $*
 	@mkdir -p $(@D) && touch $@
+# a criu that dumps on this kernel (Debian 13's beside Debian 12's where the
+# kernel is 6.13 or later; nothing elsewhere): after the guest group's criu
+$(BUILD)/.deps-criu-ok: scripts/criu.sh $(BUILD)/.deps-guest-ok
+	@sh scripts/criu.sh
+	@mkdir -p $(@D) && touch $@
+.PHONY: deps-criu
+deps-criu:
+	@sh scripts/criu.sh
 .PHONY: deps-core deps-test deps-tiers deps-fuzz deps-guest deps-all
 deps-core deps-test deps-tiers deps-fuzz deps-guest deps-all:
 	@sh scripts/deps.sh $(@:deps-%=%)

@@ -14,8 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,8 +35,12 @@
 #define S_VERSION_OUT_MAX    256  /* bytes of criu --version read */
 #define S_VERSION_TIMEOUT_MS 5000 /* criu --version longer than this is killed */
 #define S_USABLE_WHY_MAX     400  /* bytes of why criu cannot dump here */
+#define S_LOG_NONFATAL       "Can't setup RLIMIT_NOFILE for self" /* an error criu goes on after */
 
+/* Debian's criu, and where an administrator puts a newer one: on a kernel
+ * Debian's cannot dump on, scripts/criu.sh puts Debian 13's there */
 static const char *const s_criu_dirs[] = {"/usr/sbin", "/sbin", NULL};
+static const char *const s_criu_newer_dirs[] = {"/usr/local/sbin", NULL};
 
 /* the namespaces criu runs in, in the order it joins them: the mount
  * namespace last (the paths after it are the sandbox's), never the user one */
@@ -45,9 +52,32 @@ static const struct {
 #define S_N_NS   (sizeof s_ns / sizeof s_ns[0])
 #define S_NS_PID 4 /* s_ns[S_NS_PID] is the pid namespace */
 
+static int s_criu_version(const char *criu);
+
+/* Whether criu v (X * 100 + Y, -1 unknown) can dump on the running kernel. */
+static bool s_version_fits(int v) {
+    struct utsname u;
+    int kmaj = 0, kmin = 0;
+    if (uname(&u) < 0 || sscanf(u.release, "%d.%d", &kmaj, &kmin) != 2) kmaj = kmin = 0;
+    return v < 0 || v >= CB_CRIU_VDSO_FIXED || kmaj * 100 + kmin < CB_CRIU_VDSO_KERNEL;
+}
+
 const char *cb_criu_path(void) {
+    /* asked once per launcher: Debian's where it fits the kernel, else a
+     * newer one of the administrator's, else Debian's (its refusal says why) */
     static char path[CB_PATH_MAX];
-    return cb_tier_find_program(s_criu_dirs, "criu", path, sizeof path) == 0 ? path : NULL;
+    static int s_known = 0; /* 1 found, -1 none */
+    if (s_known != 0) return s_known > 0 ? path : NULL;
+    char newer[CB_PATH_MAX];
+    bool have = cb_tier_find_program(s_criu_dirs, "criu", path, sizeof path) == 0;
+    if ((!have || !s_version_fits(s_criu_version(path))) &&
+        cb_tier_find_program(s_criu_newer_dirs, "criu", newer, sizeof newer) == 0 &&
+        s_version_fits(s_criu_version(newer))) {
+        (void) snprintf(path, sizeof path, "%s", newer); /* same size */
+        have = true;
+    }
+    s_known = have ? 1 : -1;
+    return have ? path : NULL;
 }
 
 /* The first "X.Y" after "Version: " in criu's --version output, as X * 100 + Y. */
@@ -79,14 +109,15 @@ static int s_usable(char *why, size_t why_len) {
         cb_fmt_why(why, why_len, "criu is not installed on this host (apt-get install criu)");
         return -1;
     }
-    struct utsname u;
-    int kmaj = 0, kmin = 0, v = s_criu_version(criu);
-    if (uname(&u) < 0 || sscanf(u.release, "%d.%d", &kmaj, &kmin) != 2) kmaj = kmin = 0;
-    if (v >= 0 && v < CB_CRIU_VDSO_FIXED && kmaj * 100 + kmin >= CB_CRIU_VDSO_KERNEL) {
+    int v = s_criu_version(criu);
+    if (!s_version_fits(v)) {
+        struct utsname u;
+        if (uname(&u) < 0) (void) snprintf(u.release, sizeof u.release, "?");
         cb_fmt_why(why, why_len,
                    "this host's criu %d.%d cannot dump on its kernel %.32s: criu before 4.1 "
                    "fails on kernels from 6.13 on ('Unexpected rt vDSO area bounds', criu#2532; "
-                   "Debian 12's own 6.1 kernel works); use --isolation gvisor to pause here",
+                   "Debian 12's own 6.1 kernel works); `sh scripts/criu.sh` installs Debian "
+                   "13's criu beside it, or use --isolation gvisor to pause here",
                    v / 100, v % 100, u.release);
         return -1;
     }
@@ -125,9 +156,43 @@ static pid_t s_vpid(pid_t pid, char *why, size_t why_len) {
     return (pid_t) v;
 }
 
+/* The real id of a /proc/PID/status "Uid:" or "Gid:" line when its real,
+ * effective and saved ids agree, else -1. */
+static long s_one_id(const char *status, const char *key) {
+    const char *line = strstr(status, key);
+    long r = -1, e = -2, sv = -3;
+    if (line == NULL || sscanf(line + strlen(key), "%ld %ld %ld", &r, &e, &sv) != 3) return -1;
+    return r == e && e == sv && r >= 0 ? r : -1;
+}
+
+static void s_ids(pid_t pid, cb_criu_target_t *t) {
+    char path[64], buf[S_STATUS_MAX];
+    (void) snprintf(path, sizeof path, "/proc/%ld/status", (long) pid);
+    cb_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    long u = s_one_id(buf, "\nUid:"), g = s_one_id(buf, "\nGid:");
+    t->uid = u < 0 || g < 0 ? (uid_t) -1 : (uid_t) u;
+    t->gid = u < 0 || g < 0 ? (gid_t) -1 : (gid_t) g;
+}
+
+static bool s_has_sys_resource(void) {
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+    if (syscall(SYS_capget, &h, d) < 0) return true; /* unknown: leave the ids alone */
+    return (d[CAP_SYS_RESOURCE / 32].effective & (1u << (CAP_SYS_RESOURCE % 32))) != 0;
+}
+
+int cb_criu_real_ids(uid_t uid, gid_t gid) {
+    if (uid == (uid_t) -1 || gid == (gid_t) -1 || s_has_sys_resource()) return 0;
+    if (setresgid(gid, (gid_t) -1, (gid_t) -1) < 0) return -1;
+    return setresuid(uid, (uid_t) -1, (uid_t) -1);
+}
+
 int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_len) {
     memset(t, 0, sizeof *t);
     if ((t->vpid = s_vpid(host_pid, why, why_len)) < 0) return -1;
+    s_ids(host_pid, t);
     char path[64];
     (void) snprintf(path, sizeof path, "/proc/%ld/fd", (long) host_pid);
     cb_autofd int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -207,27 +272,66 @@ int cb_criu_write_fds(const cb_criu_target_t *t, int dirfd) {
 
 char *const cb_criu_env[] = {(char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 
+/* `criu check`, quiet and bounded: 0 when it says the kernel will do. */
+static int s_check(const char *criu) {
+    char *argv[] = {(char *) criu, (char *) "check", NULL};
+    cb_autofd int null = open(S_NULL, O_RDWR | O_CLOEXEC);
+    const int quiet[] = {null, null, null};
+    pid_t c = null < 0 ? -1 : cb_tier_spawn(criu, argv, cb_criu_env, quiet, 3);
+    int st = 0;
+    if (c < 0 || cb_tier_wait(c, CB_CRIU_TIMEOUT_MS, &st) < 0) return -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* criu keeps its cache only where /run is a tmpfs (else a stale one could
+ * outlive a reboot).  Where the host's is not, the launcher has criu make it
+ * in a tmpfs over /run of a mount namespace of its own, and keeps it in
+ * memory: a copy of it is what the sandbox's /run gets anyway.  An fd, or
+ * -1 (errno). */
+static int s_kdat_private(const char *criu) {
+    int mem = memfd_create("criu.kdat", MFD_CLOEXEC);
+    if (mem < 0) return -1;
+    pid_t c = fork();
+    if (c == 0) {
+        char buf[CB_CRIU_KDAT_MAX];
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("criu", S_RUN, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, CB_CRIU_RUN_OPTS) < 0 ||
+            s_check(criu) < 0)
+            _exit(1);
+        cb_autofd int in = open(CB_CRIU_KDAT, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        ssize_t n = in < 0 ? -1 : read(in, buf, sizeof buf);
+        _exit(n > 0 && cb_write_all(mem, buf, (size_t) n) == 0 ? 0 : 1);
+    }
+    int st = 0;
+    if (c < 0 || cb_tier_wait(c, CB_CRIU_TIMEOUT_MS, &st) < 0 || !WIFEXITED(st) ||
+        WEXITSTATUS(st) != 0) {
+        close(mem);
+        errno = ENOENT;
+        return -1;
+    }
+    return mem;
+}
+
 int cb_criu_kdat(char *why, size_t why_len) {
-    int fd = open(CB_CRIU_KDAT, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    static int s_mem = -1; /* the cache made in memory, kept for the launcher's life */
+    int fd = s_mem >= 0 ? fcntl(s_mem, F_DUPFD_CLOEXEC, 0)
+                        : open(CB_CRIU_KDAT, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno == ENOENT) { /* criu check makes it */
         const char *criu = cb_criu_path();
         if (criu == NULL) {
             cb_fmt_why(why, why_len, "criu is not installed (apt-get install criu)");
             return -1;
         }
-        char *argv[] = {(char *) criu, (char *) "check", NULL};
-        cb_autofd int null = open(S_NULL, O_RDWR | O_CLOEXEC);
-        const int quiet[] = {null, null, null};
-        pid_t c = null < 0 ? -1 : cb_tier_spawn(criu, argv, cb_criu_env, quiet, 3);
-        int st = 0;
-        if (c < 0 || cb_tier_wait(c, CB_CRIU_TIMEOUT_MS, &st) < 0 || !WIFEXITED(st) ||
-            WEXITSTATUS(st) != 0) {
+        if (s_check(criu) < 0) {
             cb_fmt_why(why, why_len,
                        "criu check failed on this kernel (Debian 12's criu 3.17 runs on "
-                       "kernels before 6.13, criu#2532): run `criu check` for the reason");
+                       "kernels before 6.13, criu#2532; scripts/criu.sh installs a newer one): "
+                       "run `criu check` for the reason");
             return -1;
         }
         fd = open(CB_CRIU_KDAT, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 && errno == ENOENT && (s_mem = s_kdat_private(criu)) >= 0)
+            fd = fcntl(s_mem, F_DUPFD_CLOEXEC, 0);
     }
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
@@ -297,15 +401,16 @@ int cb_criu_join_ns(const int *fds, char *why, size_t why_len) {
 /* The helper, in the sandbox's namespaces: the cache over /run, criu, the
  * cache taken away.  Writes why it could not on rep; exits with criu's
  * status (or 1). */
-__attribute__((noreturn)) static void s_helper(const int *ns, int kdat, int criu_fd, int dirfd,
-                                               int null, char *const *argv, int rep) {
+__attribute__((noreturn)) static void s_helper(const cb_criu_target_t *t, const int *ns, int kdat,
+                                               int criu_fd, int dirfd, int null,
+                                               char *const *argv, int rep) {
     char why[S_WHY_MAX];
     if (cb_criu_join_ns(ns, why, sizeof why) < 0) goto fail;
     if (cb_criu_run_cache(kdat, why, sizeof why) < 0) goto fail;
     pid_t c = fork();
     if (c == 0) { /* in the sandbox's pid namespace */
         if (fcntl(dirfd, F_SETFD, 0) < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
-            dup2(null, 2) < 0)
+            dup2(null, 2) < 0 || cb_criu_real_ids(t->uid, t->gid) < 0)
             _exit(127);
         fexecve(criu_fd, argv, cb_criu_env);
         _exit(127);
@@ -347,7 +452,12 @@ void cb_criu_log_why(int dirfd, const char *log, const char *what, int code, cha
     char *err = NULL;
     if (n > 0) {
         text[n] = '\0';
-        err = strstr(text, "Error (");
+        /* the first error criu stopped at: not the one it goes on after
+         * (raising its own open-files limit, refused without CAP_SYS_RESOURCE) */
+        for (err = strstr(text, "Error ("); err != NULL; err = strstr(err + 1, "Error (")) {
+            size_t len = strcspn(err, "\n");
+            if (memmem(err, len, S_LOG_NONFATAL, sizeof S_LOG_NONFATAL - 1) == NULL) break;
+        }
     }
     if (err == NULL)
         cb_fmt_why(why, why_len, "criu %s failed (exit %d, no error in its log)", what, code);
@@ -422,7 +532,7 @@ int cb_criu_dump(pid_t init, pid_t copy, int dirfd, char *why, size_t why_len) {
     pid_t h = fork();
     if (h == 0) {
         close(rep[0]);
-        s_helper(ns, kdat, criu_fd, dirfd, null, a.argv, rep[1]);
+        s_helper(&t, ns, kdat, criu_fd, dirfd, null, a.argv, rep[1]);
     }
     close(rep[1]);
     rep[1] = -1;

@@ -44,6 +44,8 @@
 /* What the dump of one process needs, read from the host's /proc. */
 typedef struct {
     pid_t vpid;                                   /* its pid in the sandbox's pid namespace */
+    uid_t uid;                                    /* its host uid (real = effective = saved) */
+    gid_t gid;                                    /* ... and gid; both -1 when they differ */
     size_t n_ext;                                 /* its sockets */
     unsigned long ext_ino[CB_CRIU_EXT_MAX];       /* ... their inodes */
     size_t n_fds;                                 /* its pipes and sockets */
@@ -63,6 +65,15 @@ int cb_criu_usable(char *why, size_t why_len);
 
 /* The process host_pid as criu must name it.  0 ok, -1 with why. */
 int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_len);
+
+/* Where the launcher runs without CAP_SYS_RESOURCE (root in a container
+ * that dropped it), the kernel lets criu read and restore a process's
+ * rlimits only when criu's real ids are that process's (prlimit's check):
+ * then criu runs with uid and gid as its real ids, its effective and saved
+ * ids root, so its capabilities are root's across the exec.  Does nothing
+ * where the launcher has CAP_SYS_RESOURCE or uid/gid is -1.  Async-signal-
+ * safe.  0 ok, -1 errno. */
+int cb_criu_real_ids(uid_t uid, gid_t gid);
 
 /* criu's command line for a dump of t into the directory at descriptor
  * dirfd (named /proc/self/fd/N, as criu sees it in the sandbox's /proc), in

@@ -178,6 +178,7 @@ static json_t *s_pins(const cb_options_t *o) {
                            "/usr/local/bin/runsc",
                            "/usr/sbin/runsc",
                            "/usr/bin/runsc",
+                           "/usr/local/sbin/criu",
                            "/usr/sbin/criu",
                            "/sbin/criu"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
