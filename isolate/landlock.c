@@ -7,7 +7,10 @@
  * mistake.  Rights are taken per ABI version: REFER (2), TRUNCATE (3);
  * ABI 6 scopes signals and abstract unix sockets to the Landlock domain
  * (useful with --network host, where the host's abstract sockets are in
- * reach).  The system headers may predate newer ABIs, so the values we need
+ * reach).  A --pausable sandbox scopes signals only: criu's parasite in the
+ * runner talks to criu over an abstract socket of the sandbox's network
+ * namespace, which is the sandbox's own (--pausable refuses --network host
+ * where the kernel has scopes).  The system headers may predate newer ABIs, so the values we need
  * are defined here when missing.
  */
 #include "isolate/landlock.h"
@@ -51,7 +54,7 @@ static int s_rule(int ruleset, const char *path, uint64_t access) {
     return rc < 0 ? -1 : 0;
 }
 
-int cb_landlock_apply(int abi, const char *const *dirs, const char *const *files) {
+static int s_apply(int abi, const char *const *dirs, const char *const *files, uint64_t scoped) {
     if (abi <= 0) {
         errno = ENOSYS;
         return -1;
@@ -65,7 +68,7 @@ int cb_landlock_apply(int abi, const char *const *dirs, const char *const *files
     cb_landlock_attr_t attr = {.handled_access_fs = S_FS_WRITE_DIR | extra_dir};
     size_t attr_size = offsetof(cb_landlock_attr_t, handled_access_net);
     if (abi >= CB_LANDLOCK_ABI_SCOPE) {
-        attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+        attr.scoped = scoped;
         attr_size = sizeof attr;
     }
     int rs = (int) syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
@@ -82,4 +85,12 @@ out:;
     close(rs);
     errno = e;
     return rc;
+}
+
+int cb_landlock_apply(int abi, const char *const *dirs, const char *const *files) {
+    return s_apply(abi, dirs, files, LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL);
+}
+
+int cb_landlock_apply_pausable(int abi, const char *const *dirs, const char *const *files) {
+    return s_apply(abi, dirs, files, LANDLOCK_SCOPE_SIGNAL);
 }

@@ -12,6 +12,10 @@ int cb_landlock_abi(void);
  * unix sockets to the sandbox.  Paths that do not exist are skipped.
  * no_new_privs must be set.  0 ok, -1 errno. */
 int cb_landlock_apply(int abi, const char *const *dirs, const char *const *files);
+/* The same for a --pausable sandbox: signals scoped, abstract unix sockets
+ * not, so that criu's parasite in a dumped runner reaches criu's socket in
+ * the sandbox's own network namespace (which holds no other's). */
+int cb_landlock_apply_pausable(int abi, const char *const *dirs, const char *const *files);
 
 /* Where the runner may write (the same lists for a cold and a warm start):
  * directories, and single files (the character devices), NULL-terminated. */

@@ -159,6 +159,19 @@ static int s_is_ids(const char *name) {
            strcmp(name + 4 + d, ".img") == 0;
 }
 
+long cb_criu_img_max_pid(int dirfd) {
+    long max = -1;
+    DIR *d = cb_opendir_at(dirfd);
+    if (d == NULL) return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!s_is_ids(e->d_name)) continue;
+        long v = strtol(e->d_name + 4, NULL, 10); /* s_is_ids: digits follow */
+        if (v > max && v <= CB_CRIU_IMG_PID_MAX) max = v;
+    }
+    closedir(d);
+    return max;
+}
+
 int cb_criu_img_join_userns(int dirfd, size_t *n_ids, char *why, size_t why_len) {
     *n_ids = 0;
     uint32_t root;

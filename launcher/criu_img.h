@@ -26,6 +26,7 @@
 
 #define CB_CRIU_IMG_SMALL_MAX 65536u /* bytes of an inventory or ids image we read */
 #define CB_CRIU_IMG_IDS_MAX   64     /* ids-*.img files in one image (tasks) */
+#define CB_CRIU_IMG_PID_MAX   4194304L /* PID_MAX_LIMIT: no task's pid is larger */
 
 #define CB_CRIU_MAGIC_COMMON    0x54564319u /* IMG_COMMON: the first word of most images */
 #define CB_CRIU_MAGIC_INVENTORY 0x58313116u /* inventory.img's only magic */
@@ -37,5 +38,9 @@
  * the reason in why (the image is then not to be restored: a file may be
  * rewritten and another not). */
 int cb_criu_img_join_userns(int dirfd, size_t *n_ids, char *why, size_t why_len);
+
+/* The largest PID of the image's tasks (its ids-PID.img names, up to
+ * CB_CRIU_IMG_PID_MAX), -1 when it has none. */
+long cb_criu_img_max_pid(int dirfd);
 
 #endif

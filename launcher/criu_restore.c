@@ -17,9 +17,11 @@
 
 #include "isolate/landlock.h"
 #include "isolate/util.h"
+#include "launcher/criu_img.h"
 
 #define S_FDS_TEXT_MAX (CB_CRIU_FDS_MAX * (CB_CRIU_LINK_MAX + 16)) /* bytes of fds.txt */
 #define S_WHY_MAX      256                                         /* the helper's reason */
+#define S_NS_LAST_PID  "/proc/sys/kernel/ns_last_pid" /* opened on the host's /proc */
 
 int cb_criu_read_fds(int imgfd, int *fds, char (*names)[CB_CRIU_LINK_MAX], size_t max, char *why,
                      size_t why_len) {
@@ -83,7 +85,15 @@ int cb_criu_restore_argv(const cb_criu_restore_t *r, cb_tier_argv_t *a) {
 /* criu itself, in the sandbox's pid namespace: its descriptors where the
  * command line names them, no_new_privs, the Landlock domain, exec. */
 __attribute__((noreturn)) static void s_criu(const cb_criu_restore_t *r, int userns, int criu_fd,
-                                             int null, char *const *argv) {
+                                             int null, int last_pid, long max_pid,
+                                             char *const *argv) {
+    /* the pids criu's own helpers take come after the image's, which criu
+     * gives its tasks back (criu 4 forks more helpers in the namespace than 3
+     * did: one of them took the copy's pid).  ns_last_pid is the writer's
+     * pid namespace's, this one's */
+    char v[24];
+    int n = max_pid > 0 ? snprintf(v, sizeof v, "%ld", max_pid) : 0;
+    if (n > 0 && last_pid >= 0 && write(last_pid, v, (size_t) n) != n) _exit(125);
     /* every source out of the targets' way first (one may sit on another's target) */
     int moved[CB_CRIU_FDS_MAX], u = fcntl(userns, F_DUPFD_CLOEXEC, CB_CRIU_SCRATCH_FD0);
     for (size_t i = 0; i < r->n_inherit; i++)
@@ -105,7 +115,8 @@ __attribute__((noreturn)) static void s_criu(const cb_criu_restore_t *r, int use
     dirs[nd++] = work;
     dirs[nd] = NULL;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-        cb_landlock_apply(cb_landlock_abi(), dirs, r->rw_files) < 0)
+        cb_landlock_apply_pausable(cb_landlock_abi(), dirs, r->rw_files) < 0 ||
+        cb_criu_real_ids(r->uid, r->gid) < 0)
         _exit(126);
     fexecve(criu_fd, argv, cb_criu_env);
     _exit(127);
@@ -114,7 +125,7 @@ __attribute__((noreturn)) static void s_criu(const cb_criu_restore_t *r, int use
 /* The helper: the sandbox's cgroup and namespaces, the feature cache, criu. */
 __attribute__((noreturn)) static void s_helper(const cb_criu_restore_t *r, const int *ns,
                                                int userns, int kdat, int criu_fd, int null,
-                                               char *const *argv, int rep) {
+                                               int last_pid, char *const *argv, int rep) {
     char why[S_WHY_MAX], pid[24];
     int n = snprintf(pid, sizeof pid, "%ld\n", (long) getpid());
     for (int i = 0; i < CB_CRIU_CGROUP_FDS; i++)
@@ -125,7 +136,7 @@ __attribute__((noreturn)) static void s_helper(const cb_criu_restore_t *r, const
     if (cb_criu_join_ns(ns, why, sizeof why) < 0 || cb_criu_run_cache(kdat, why, sizeof why) < 0)
         goto fail;
     pid_t c = fork();
-    if (c == 0) s_criu(r, userns, criu_fd, null, argv);
+    if (c == 0) s_criu(r, userns, criu_fd, null, last_pid, cb_criu_img_max_pid(r->imgfd), argv);
     cb_criu_helper_end(c, "restore", rep);
 fail:
     cb_criu_helper_fail(rep, why);
@@ -134,6 +145,7 @@ fail:
 int cb_criu_restore(const cb_criu_restore_t *r, char *why, size_t why_len) {
     why[0] = '\0';
     int ns[CB_CRIU_NS], userns = -1, kdat = -1, criu_fd = -1, null = -1, rep[2] = {-1, -1};
+    int last_pid = -1;
     int rc = -1;
     static cb_tier_argv_t a; /* large: off the stack */
     for (int i = 0; i < CB_CRIU_NS; i++)
@@ -161,11 +173,15 @@ int cb_criu_restore(const cb_criu_restore_t *r, char *why, size_t why_len) {
         cb_fmt_why(why, why_len, "the sandbox's user namespace: %s", strerror(errno));
         goto out;
     }
+    if ((last_pid = open(S_NS_LAST_PID, O_WRONLY | O_CLOEXEC)) < 0) {
+        cb_fmt_why(why, why_len, "%s: %s", S_NS_LAST_PID, strerror(errno));
+        goto out;
+    }
     if (cb_criu_prepare(criu, &criu_fd, &null, rep, why, why_len) < 0) goto out;
     pid_t h = fork();
     if (h == 0) {
         close(rep[0]);
-        s_helper(r, ns, userns, kdat, criu_fd, null, a.argv, rep[1]);
+        s_helper(r, ns, userns, kdat, criu_fd, null, last_pid, a.argv, rep[1]);
     }
     close(rep[1]);
     rep[1] = -1;
@@ -176,7 +192,7 @@ int cb_criu_restore(const cb_criu_restore_t *r, char *why, size_t why_len) {
     rc = cb_criu_helper_result(h, rep[0], r->workfd, CB_CRIU_RESTORE_LOG, "restore", why, why_len);
 out:
     cb_criu_close_ns(ns);
-    int fds[] = {userns, kdat, criu_fd, null, rep[0], rep[1]};
+    int fds[] = {userns, kdat, criu_fd, null, rep[0], rep[1], last_pid};
     for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
         if (fds[i] >= 0) close(fds[i]);
     return rc;

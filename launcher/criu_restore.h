@@ -51,6 +51,8 @@ typedef struct {
     cb_criu_inherit_t inherit[CB_CRIU_FDS_MAX];
     const char *const *rw_dirs;  /* Landlock: where criu may write (NULL-ended) */
     const char *const *rw_files; /* ... and single files */
+    uid_t uid;                   /* the restored runner's host uid and gid, criu's real */
+    gid_t gid;                   /* ids where it needs them (cb_criu_real_ids); -1: none */
 } cb_criu_restore_t;
 
 /* Reads the image's fds.txt into names (the copy's fd numbers and the names

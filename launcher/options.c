@@ -9,6 +9,8 @@
 #include "launcher/options.h"
 
 #include "isolate/idpool.h"
+#include "isolate/landlock.h"
+#include "isolate/landlock_abi.h"
 #include "launcher/flags.h"
 
 #include <stdio.h>
@@ -95,6 +97,13 @@ int cb_options_parse(int argc, char **argv, cb_options_t *o, char *err, size_t e
     if (cb_flags_check_network(&c, why, sizeof why) < 0 ||
         cb_flags_check_isolation(&c, why, sizeof why) < 0)
         return s_fail(err, err_len, why);
+    /* a pausable sandbox leaves abstract sockets unscoped for criu's parasite,
+     * which is safe only in a network namespace of its own (isolate/landlock.c) */
+    if (o->pausable && o->network_host && cb_landlock_abi() >= CB_LANDLOCK_ABI_SCOPE)
+        return s_fail(err, err_len,
+                      "--pausable cannot be used with --network host on this kernel: criu's "
+                      "dump needs abstract sockets unscoped, which is safe only in the "
+                      "sandbox's own network namespace (use --network none or allow:...)");
     o->isolation = strcmp(c.isolation, "gvisor") == 0    ? CB_ISOLATION_GVISOR
                    : strcmp(c.isolation, "microvm") == 0 ? CB_ISOLATION_MICROVM
                                                          : CB_ISOLATION_NAMESPACES;

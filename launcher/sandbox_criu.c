@@ -419,7 +419,11 @@ static void s_restore(cb_sandbox_t *sb) {
     (void) snprintf(fifo, sizeof fifo, CB_SNAP_PARK_DIR "/%ld", S.ckpt);
     const char *const files[] = {"/dev/null", "/proc/self/loginuid", fifo, NULL};
     char why[S_WHY] = "";
-    cb_criu_restore_t r = {.init = sb->init, .rw_dirs = dirs, .rw_files = files};
+    cb_criu_restore_t r = {.init = sb->init,
+                           .rw_dirs = dirs,
+                           .rw_files = files,
+                           .uid = sb->root ? (uid_t) sb->lease.id : (uid_t) -1,
+                           .gid = sb->root ? (gid_t) sb->lease.id : (gid_t) -1};
     for (int i = 0; i < CB_CRIU_CGROUP_FDS; i++)
         r.cgroup_procs[i] = -1;
     /* criu names the image's and work directory's fds by number, below its own */

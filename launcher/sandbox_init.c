@@ -53,8 +53,9 @@ __attribute__((noreturn)) static void s_runner_main(const cb_sandbox_t *sb, int 
     /* changing credentials cleared the parent-death signal: arm it again */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) cb_child_fail(errfd, CB_STEP_CAPS, -1);
     if (chdir(CB_SANDBOX_HOME) < 0) cb_child_fail(errfd, CB_STEP_CHDIR, -1);
-    if (sb->landlock_abi > 0 && cb_landlock_apply(sb->landlock_abi, cb_landlock_sandbox_dirs,
-                                                     cb_landlock_sandbox_files) < 0)
+    if (sb->landlock_abi > 0 &&
+        (sb->opts->pausable ? cb_landlock_apply_pausable : cb_landlock_apply)(
+            sb->landlock_abi, cb_landlock_sandbox_dirs, cb_landlock_sandbox_files) < 0)
         cb_child_fail(errfd, CB_STEP_LANDLOCK, -1);
     if (cb_child_prepare_fds() < 0) cb_child_fail(errfd, CB_STEP_FDS, -1);
     if (cb_seccomp_install(&sb->filter) < 0) cb_child_fail(errfd, CB_STEP_SECCOMP, -1);

@@ -71,10 +71,10 @@ def skip_or_fail(reason):
 class Kernel:
     """A started kernel and its blocking client."""
 
-    def __init__(self, name, extra_argv=None, **popen):
+    def __init__(self, name, extra_argv=None, prefix_argv=None, **popen):
         self.name = name
         self.control = name != "cellblock"
-        self.km, self._tmp = start_kernel(name, extra_argv, "cb-sec-kspec-", **popen)
+        self.km, self._tmp = start_kernel(name, extra_argv, "cb-sec-kspec-", prefix_argv, **popen)
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=READY_S)

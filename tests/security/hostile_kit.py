@@ -9,21 +9,23 @@ import os
 import tempfile
 
 
-def start_kernel(name, extra_argv=None, tmp_prefix="cb-kspec-", **popen):
-    """Starts kernelspec `name` with extra_argv after its argv (through a
-    copy of the spec in a temporary directory); popen: Popen's arguments
-    (stderr=, say).  Returns (KernelManager, the temporary directory to
-    remove after shutdown, or None)."""
+def start_kernel(name, extra_argv=None, tmp_prefix="cb-kspec-", prefix_argv=None, **popen):
+    """Starts kernelspec `name` with extra_argv after its argv and
+    prefix_argv before it (through a copy of the spec in a temporary
+    directory); popen: Popen's arguments (stderr=, say).  Returns
+    (KernelManager, the temporary directory to remove after shutdown, or
+    None)."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
     ksm, tmp = KernelSpecManager(), None
-    if extra_argv:
+    if extra_argv or prefix_argv:
         spec = ksm.get_kernel_spec(name)
         tmp = tempfile.mkdtemp(prefix=tmp_prefix)
         kdir = os.path.join(tmp, "kernels", name + "-custom")
         os.makedirs(kdir)
         with open(os.path.join(kdir, "kernel.json"), "w") as f:
-            json.dump(dict(spec.to_dict(), argv=spec.argv + list(extra_argv)), f)
+            json.dump(dict(spec.to_dict(), argv=list(prefix_argv or []) + spec.argv +
+                           list(extra_argv or [])), f)
         ksm = KernelSpecManager(kernel_dirs=[os.path.join(tmp, "kernels")])
         name += "-custom"
     km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)

@@ -137,6 +137,18 @@ int main(void) {
            "two tasks, both edited; no time namespace image is no error");
     close(d);
 
+    /* the largest task pid: criu's helpers in the restore's namespace start after it */
+    d = s_fresh();
+    TAP_EQ_INT((int) cb_criu_img_max_pid(d), -1, "no task: no largest pid");
+    s_put(d, "ids-12.img", "i", 1);
+    s_put(d, "ids-7.img", "i", 1);
+    s_put(d, "ids-900.img.bak", "x", 1);
+    s_put(d, "core-4000.img", "c", 1);
+    s_put(d, "ids-99999999.img", "i", 1);
+    TAP_EQ_INT((int) cb_criu_img_max_pid(d), 12,
+               "the largest pid of the ids-PID.img names, none past the kernel's limit");
+    close(d);
+
     d = s_fresh();
     s_put_ids(d, "ids-5.img", 9);
     TAP_OK(s_run(d, &n, why, sizeof why) < 0 && strstr(why, "inventory.img"),
