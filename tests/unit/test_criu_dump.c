@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -192,6 +194,67 @@ static void test_argv(void) {
     TAP_EQ_INT(cb_criu_dump_argv(&full, 1023, &a), 0, "the largest target fits the named bounds");
 }
 
+/* cb_criu_real_ids in a child whose effective set has (or lacks)
+ * CAP_SYS_RESOURCE: "r e s" uids and gids and whether CAP_SYS_ADMIN is still
+ * effective, written on fd out. */
+static void s_ids_child(bool keep_resource, int out) {
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+    if (syscall(SYS_capget, &h, d) < 0) _exit(2);
+    if (!keep_resource) {
+        d[CAP_SYS_RESOURCE / 32].effective &= ~(1u << (CAP_SYS_RESOURCE % 32));
+        if (syscall(SYS_capset, &h, d) < 0) _exit(3);
+    }
+    if (cb_criu_real_ids(4321, 4322) < 0) _exit(4);
+    uid_t ru, eu, su;
+    gid_t rg, eg, sg;
+    if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0 ||
+        syscall(SYS_capget, &h, d) < 0)
+        _exit(5);
+    bool admin = (d[CAP_SYS_ADMIN / 32].effective & (1u << (CAP_SYS_ADMIN % 32))) != 0;
+    dprintf(out, "%u %u %u %u %u %u %d", ru, eu, su, rg, eg, sg, admin);
+    _exit(0);
+}
+
+static void s_ids_run(bool keep_resource, char *buf, size_t len) {
+    int p[2];
+    buf[0] = '\0';
+    if (pipe2(p, O_CLOEXEC) < 0) return;
+    pid_t c = fork();
+    if (c == 0) s_ids_child(keep_resource, p[1]);
+    close(p[1]);
+    ssize_t n = read(p[0], buf, len - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    close(p[0]);
+    int st;
+    (void) waitpid(c, &st, 0);
+}
+
+static bool s_has_resource(void) {
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+    return syscall(SYS_capget, &h, d) == 0 &&
+           (d[CAP_SYS_RESOURCE / 32].effective & (1u << (CAP_SYS_RESOURCE % 32))) != 0;
+}
+
+static void test_real_ids(void) {
+    char got[128];
+    if (geteuid() != 0) {
+        TAP_SKIP("criu's real ids: needs root");
+        return;
+    }
+    s_ids_run(false, got, sizeof got);
+    TAP_EQ_STR(got, "4321 0 0 4322 0 0 1",
+               "without CAP_SYS_RESOURCE: the target's ids as criu's real ones, root's "
+               "effective and saved, its other capabilities kept");
+    if (!s_has_resource()) {
+        TAP_SKIP("this root has no CAP_SYS_RESOURCE (a container's): the other case");
+        return;
+    }
+    s_ids_run(true, got, sizeof got);
+    TAP_EQ_STR(got, "0 0 0 0 0 0 1", "with CAP_SYS_RESOURCE: criu keeps root's ids");
+}
+
 /* the guest's half: a real dump of a parked copy */
 static int s_live(const char *spec) {
     long init, copy;
@@ -217,6 +280,7 @@ int main(void) {
     test_too_many_sockets();
     test_gone();
     test_argv();
+    test_real_ids();
     printf("1..%d\n", tap_n);
     return tap_failed != 0;
 }
