@@ -1,5 +1,6 @@
 """The client's snapshots (docs/SNAPSHOTS.md): checkpoint/rollback/
-checkpoints/forget in any tier, pause/resume/fork in the gvisor tier, and
+checkpoints/forget in any tier, pause/resume/fork in the gvisor tier and
+(--pausable, by CRIU) the namespaces tier, and
 the kernel's reasons as SnapshotError."""
 
 import os
@@ -45,12 +46,34 @@ def _needs_gvisor():
         pytest.skip("the gvisor tier needs runsc and root")
 
 
+def _needs_criu():
+    """A criu that dumps on this kernel, as the launcher takes it: Debian's,
+    or the one scripts/criu.sh put beside it."""
+    import subprocess
+    if os.geteuid() != 0:
+        pytest.skip("--pausable needs root")
+    for criu in ("/usr/sbin/criu", "/usr/local/sbin/criu"):
+        if os.access(criu, os.X_OK) and subprocess.run(
+                [criu, "check"], capture_output=True, timeout=120).returncode == 0:
+            return
+    pytest.skip("no criu dumps on this kernel (sh scripts/criu.sh)")
+
+
 @pytest.mark.timeout(300)
-def test_pause_resume_fork(sandbox_factory):
-    _needs_gvisor()
+@pytest.mark.parametrize("tier", ["gvisor", "namespaces"])
+def test_pause_resume_fork(sandbox_factory, tier):
+    """An agent's pause, resume and fork: the gvisor tier, and the
+    namespaces tier by CRIU (--pausable)."""
+    if tier == "gvisor":
+        _needs_gvisor()
+        kw = {"isolation": "gvisor"}
+    else:
+        _needs_criu()
+        kw = {"isolation": "namespaces"}
+    extra = ["--image-dir"] if tier == "gvisor" else ["--pausable", "--image-dir"]
     store = tempfile.mkdtemp(prefix="cb-client-images-")
     try:
-        sb = sandbox_factory(isolation="gvisor", extra_args=["--image-dir", store])
+        sb = sandbox_factory(extra_args=extra + [store], **kw)
         sb.run_code("import random\ncount = 10")
         clones = sb.fork(2)
         try:
@@ -64,7 +87,7 @@ def test_pause_resume_fork(sandbox_factory):
             assert not clones[0].is_running()
             from cellblock import Sandbox
             back = Sandbox.resume(image, kernelspec_path=KSPEC_DIR,
-                                  extra_args=["--image-dir", store])
+                                  extra_args=extra + [store])
             try:
                 assert back.run_code("count").text == "11"
             finally:
