@@ -10,8 +10,8 @@
  * reach).  A --pausable sandbox scopes signals only: criu's parasite in the
  * runner talks to criu over an abstract socket of the sandbox's network
  * namespace, which is the sandbox's own (--pausable refuses --network host
- * where the kernel has scopes).  The system headers may predate newer ABIs, so the values we need
- * are defined here when missing.
+ * where the kernel has scopes).  The system headers may predate newer ABIs,
+ * so the values we need are defined here when missing.
  */
 #include "isolate/landlock.h"
 
