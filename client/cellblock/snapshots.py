@@ -18,6 +18,7 @@ nothing here trusts what the sandbox says.  A request the host cannot serve
 raises SnapshotError with the kernel's reason (the cause and the fix).
 """
 
+import time
 from collections import namedtuple
 
 __all__ = ["Checkpoint", "Rollback", "SnapshotError", "Snapshots"]
@@ -25,6 +26,7 @@ __all__ = ["Checkpoint", "Rollback", "SnapshotError", "Snapshots"]
 # seconds the kernel may take; pauses and resumes of large sessions take longer
 CONTROL_TIMEOUT = 60.0
 PAUSE_TIMEOUT = 300.0
+PAUSE_STARTING_WAIT = 30.0  # seconds a pause waits for a new sandbox to say it can
 
 Checkpoint = namedtuple("Checkpoint", "name execution_count created bytes files")
 Checkpoint.__doc__ = "A checkpoint as the kernel records it."
@@ -91,7 +93,17 @@ class Snapshots:
         sandbox, freeing its memory, host uid and cgroup.  Returns the
         image's id, for Sandbox.resume(id).  The kernel itself is shut down
         too unless keep_kernel (then its next cell resumes the image)."""
-        c = self._snap_control("cellblock_pause_request", timeout=PAUSE_TIMEOUT)
+        # a sandbox that has just started may not have said yet whether it
+        # can pause (the launcher asks criu first): the kernel says retry
+        deadline = time.monotonic() + PAUSE_STARTING_WAIT
+        while True:
+            try:
+                c = self._snap_control("cellblock_pause_request", timeout=PAUSE_TIMEOUT)
+                break
+            except SnapshotError as e:
+                if "is starting; retry" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         if not keep_kernel:
             self.close()
         return c["image"]
