@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -62,22 +64,31 @@ static bool s_version_fits(int v) {
     return v < 0 || v >= CB_CRIU_VDSO_FIXED || kmaj * 100 + kmin < CB_CRIU_VDSO_KERNEL;
 }
 
+/* The criu the launcher runs, chosen once per launcher: Debian's where it
+ * fits the kernel, else a newer one of the administrator's, else Debian's
+ * (its refusal says why); its version asked once (-1 unknown). */
+static struct {
+    int known; /* 1 found, -1 none, 0 not chosen yet */
+    int version;
+    char path[CB_PATH_MAX];
+} s_criu;
+
 const char *cb_criu_path(void) {
-    /* asked once per launcher: Debian's where it fits the kernel, else a
-     * newer one of the administrator's, else Debian's (its refusal says why) */
-    static char path[CB_PATH_MAX];
-    static int s_known = 0; /* 1 found, -1 none */
-    if (s_known != 0) return s_known > 0 ? path : NULL;
-    char newer[CB_PATH_MAX];
-    bool have = cb_tier_find_program(s_criu_dirs, "criu", path, sizeof path) == 0;
-    if ((!have || !s_version_fits(s_criu_version(path))) &&
-        cb_tier_find_program(s_criu_newer_dirs, "criu", newer, sizeof newer) == 0 &&
-        s_version_fits(s_criu_version(newer))) {
-        (void) snprintf(path, sizeof path, "%s", newer); /* same size */
-        have = true;
+    if (s_criu.known == 0) {
+        char newer[CB_PATH_MAX];
+        bool have = cb_tier_find_program(s_criu_dirs, "criu", s_criu.path, sizeof s_criu.path) == 0;
+        s_criu.version = have ? s_criu_version(s_criu.path) : -1;
+        int v;
+        if ((!have || !s_version_fits(s_criu.version)) &&
+            cb_tier_find_program(s_criu_newer_dirs, "criu", newer, sizeof newer) == 0 &&
+            s_version_fits(v = s_criu_version(newer))) {
+            (void) snprintf(s_criu.path, sizeof s_criu.path, "%s", newer); /* same size */
+            s_criu.version = v;
+            have = true;
+        }
+        s_criu.known = have ? 1 : -1;
     }
-    s_known = have ? 1 : -1;
-    return have ? path : NULL;
+    return s_criu.known > 0 ? s_criu.path : NULL;
 }
 
 /* The first "X.Y" after "Version: " in criu's --version output, as X * 100 + Y. */
@@ -109,7 +120,7 @@ static int s_usable(char *why, size_t why_len) {
         cb_fmt_why(why, why_len, "criu is not installed on this host (apt-get install criu)");
         return -1;
     }
-    int v = s_criu_version(criu);
+    int v = s_criu.version; /* cb_criu_path asked it */
     if (!s_version_fits(v)) {
         struct utsname u;
         if (uname(&u) < 0) (void) snprintf(u.release, sizeof u.release, "?");
@@ -126,8 +137,18 @@ static int s_usable(char *why, size_t why_len) {
 
 /* ---- the target ----------------------------------------------------------------------- */
 
-/* The last number of /proc/PID/status's NSpid line: the pid in its own namespace. */
-static pid_t s_vpid(pid_t pid, char *why, size_t why_len) {
+/* The real id of a /proc/PID/status "Uid:" or "Gid:" line when its real,
+ * effective and saved ids agree, else -1. */
+static long s_one_id(const char *status, const char *key) {
+    const char *line = strstr(status, key);
+    long r = -1, e = -2, sv = -3;
+    if (line == NULL || sscanf(line + strlen(key), "%ld %ld %ld", &r, &e, &sv) != 3) return -1;
+    return r == e && e == sv && r >= 0 ? r : -1;
+}
+
+/* From one read of /proc/PID/status: t's ids (-1 when they differ) and its
+ * pid in its own namespace (the last number of the NSpid line). */
+static int s_status(pid_t pid, cb_criu_target_t *t, char *why, size_t why_len) {
     char path[64], buf[S_STATUS_MAX];
     (void) snprintf(path, sizeof path, "/proc/%ld/status", (long) pid);
     cb_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -138,6 +159,9 @@ static pid_t s_vpid(pid_t pid, char *why, size_t why_len) {
         return -1;
     }
     buf[n] = '\0';
+    long u = s_one_id(buf, "\nUid:"), g = s_one_id(buf, "\nGid:");
+    t->uid = u < 0 || g < 0 ? (uid_t) -1 : (uid_t) u;
+    t->gid = u < 0 || g < 0 ? (gid_t) -1 : (gid_t) g;
     char *line = strstr(buf, "\nNSpid:");
     char *end = line ? strchr(line + 1, '\n') : NULL;
     if (line == NULL || end == NULL) {
@@ -153,27 +177,8 @@ static pid_t s_vpid(pid_t pid, char *why, size_t why_len) {
         cb_fmt_why(why, why_len, "process %ld: unreadable NSpid", (long) pid);
         return -1;
     }
-    return (pid_t) v;
-}
-
-/* The real id of a /proc/PID/status "Uid:" or "Gid:" line when its real,
- * effective and saved ids agree, else -1. */
-static long s_one_id(const char *status, const char *key) {
-    const char *line = strstr(status, key);
-    long r = -1, e = -2, sv = -3;
-    if (line == NULL || sscanf(line + strlen(key), "%ld %ld %ld", &r, &e, &sv) != 3) return -1;
-    return r == e && e == sv && r >= 0 ? r : -1;
-}
-
-static void s_ids(pid_t pid, cb_criu_target_t *t) {
-    char path[64], buf[S_STATUS_MAX];
-    (void) snprintf(path, sizeof path, "/proc/%ld/status", (long) pid);
-    cb_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-    buf[n > 0 ? n : 0] = '\0';
-    long u = s_one_id(buf, "\nUid:"), g = s_one_id(buf, "\nGid:");
-    t->uid = u < 0 || g < 0 ? (uid_t) -1 : (uid_t) u;
-    t->gid = u < 0 || g < 0 ? (gid_t) -1 : (gid_t) g;
+    t->vpid = (pid_t) v;
+    return 0;
 }
 
 static bool s_has_sys_resource(void) {
@@ -191,8 +196,7 @@ int cb_criu_real_ids(uid_t uid, gid_t gid) {
 
 int cb_criu_target(pid_t host_pid, cb_criu_target_t *t, char *why, size_t why_len) {
     memset(t, 0, sizeof *t);
-    if ((t->vpid = s_vpid(host_pid, why, why_len)) < 0) return -1;
-    s_ids(host_pid, t);
+    if (s_status(host_pid, t, why, why_len) < 0) return -1;
     char path[64];
     (void) snprintf(path, sizeof path, "/proc/%ld/fd", (long) host_pid);
     cb_autofd int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -287,7 +291,7 @@ static int s_check(const char *criu) {
  * outlive a reboot).  Where the host's is not, the launcher has criu make it
  * in a tmpfs over /run of a mount namespace of its own, and keeps it in
  * memory: a copy of it is what the sandbox's /run gets anyway.  An fd, or
- * -1 (errno). */
+ * -1 when criu check failed there (or could not run). */
 static int s_kdat_private(const char *criu) {
     int mem = memfd_create("criu.kdat", MFD_CLOEXEC);
     if (mem < 0) return -1;
@@ -306,7 +310,6 @@ static int s_kdat_private(const char *criu) {
     if (c < 0 || cb_tier_wait(c, CB_CRIU_TIMEOUT_MS, &st) < 0 || !WIFEXITED(st) ||
         WEXITSTATUS(st) != 0) {
         close(mem);
-        errno = ENOENT;
         return -1;
     }
     return mem;
@@ -322,16 +325,19 @@ int cb_criu_kdat(char *why, size_t why_len) {
             cb_fmt_why(why, why_len, "criu is not installed (apt-get install criu)");
             return -1;
         }
-        if (s_check(criu) < 0) {
+        /* criu keeps it only in a tmpfs /run; elsewhere (a /run on disk, as
+         * in some containers) it is made in a tmpfs of the launcher's own and kept in memory */
+        struct statfs sf;
+        bool tmpfs_run = statfs(S_RUN, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
+        if (tmpfs_run ? s_check(criu) < 0 : (s_mem = s_kdat_private(criu)) < 0) {
             cb_fmt_why(why, why_len,
                        "criu check failed on this kernel (Debian 12's criu 3.17 runs on "
                        "kernels before 6.13, criu#2532; scripts/criu.sh installs a newer one): "
                        "run `criu check` for the reason");
             return -1;
         }
-        fd = open(CB_CRIU_KDAT, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0 && errno == ENOENT && (s_mem = s_kdat_private(criu)) >= 0)
-            fd = fcntl(s_mem, F_DUPFD_CLOEXEC, 0);
+        fd = tmpfs_run ? open(CB_CRIU_KDAT, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+                       : fcntl(s_mem, F_DUPFD_CLOEXEC, 0);
     }
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||

@@ -85,8 +85,10 @@ int cb_criu_dump_argv(const cb_criu_target_t *t, int dirfd, cb_tier_argv_t *a);
  * (--inherit-fd fd[N]:NAME).  0 ok, -1 with errno. */
 int cb_criu_write_fds(const cb_criu_target_t *t, int dirfd);
 
-/* An open descriptor of criu's feature cache, made by `criu check` in the
- * launcher's namespaces first when there is none.  -1 with why. */
+/* An open descriptor of criu's feature cache, made by `criu check` first
+ * when there is none: in the host's /run where that is a tmpfs, else in a
+ * tmpfs of a private mount namespace, kept in memory for the launcher's
+ * life.  -1 with why. */
 int cb_criu_kdat(char *why, size_t why_len);
 
 /* Dumps the process copy (a host pid) of the sandbox whose init is init (a

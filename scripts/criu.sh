@@ -20,12 +20,15 @@
 #   sh scripts/criu.sh --remove   remove it
 set -eu
 
-DEST=/usr/local/lib/cellblock-criu
+DEST=${CB_CRIU_DIR:-/usr/local/lib/cellblock-criu}  # where the criu and its libraries go
 LINK=/usr/local/sbin/criu
 SUITE=trixie
 MIRROR=${CB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 KEY=/usr/share/keyrings/debian-archive-keyring.gpg
-LIBDIR=usr/lib/x86_64-linux-gnu
+# where the packages put what is taken, relative to where they are unpacked
+PKG_LIBDIR=usr/lib/x86_64-linux-gnu
+PKG_CRIU=usr/sbin/criu
+PKG_COPYRIGHT=usr/share/doc/criu/copyright
 
 mode=install
 case ${1:-} in
@@ -84,7 +87,7 @@ command -v patchelf >/dev/null 2>&1 || {
 work=$(mktemp -d /var/tmp/cellblock-criu.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/etc" "$work/lists/partial" "$work/cache/archives/partial" "$work/debs" \
-    "$work/root"
+    "$work/unpacked"
 : >"$work/status" # nothing installed: apt resolves the whole closure from trixie
 signed=""
 [ ! -f "$KEY" ] || signed="[signed-by=$KEY] "
@@ -100,17 +103,17 @@ pkgs=$(apt apt-cache depends --recurse --no-recommends --no-suggests --no-confli
     --no-breaks --no-replaces --no-enhances criu | grep -v '^ ' | grep -v '^<' | sort -u)
 # shellcheck disable=SC2086
 (cd "$work/debs" && apt apt-get download -qq $pkgs)
-for d in "$work"/debs/*.deb; do dpkg-deb -x "$d" "$work/root"; done
+for d in "$work"/debs/*.deb; do dpkg-deb -x "$d" "$work/unpacked"; done
 stage="$DEST.new"
 rm -rf "$stage"
 mkdir -p "$stage"
-cp -a "$work/root/$LIBDIR/." "$stage/"
-cp "$work/root/usr/sbin/criu" "$stage/criu"
+cp -a "$work/unpacked/$PKG_LIBDIR/." "$stage/"
+cp "$work/unpacked/$PKG_CRIU" "$stage/criu"
 # its own loader and libraries, before any of the system's (RPATH: for the
 # libraries' own dependencies too)
 patchelf --set-interpreter "$DEST/ld-linux-x86-64.so.2" --force-rpath --set-rpath "$DEST" \
     "$stage/criu"
-cp "$work/root/usr/share/doc/criu/copyright" "$stage/copyright" 2>/dev/null || true
+cp "$work/unpacked/$PKG_COPYRIGHT" "$stage/copyright" 2>/dev/null || true
 rm -rf "$DEST"
 mv "$stage" "$DEST"
 chmod -R go-w "$DEST"
